@@ -1,0 +1,1 @@
+"""HTTP layer: thin routers, dependencies, error model and middleware."""

@@ -1,0 +1,99 @@
+"""Request dependencies as ``Annotated`` aliases."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Header, Path, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from service.api.errors import ProblemError, not_found
+from service.schemas.common import USER_ID_PATTERN
+from service.state import AppState
+from service.store import tenants, users
+from service.store.models import User
+
+
+def get_state(request: Request) -> AppState:
+    state: AppState = request.app.state.tailor
+    return state
+
+
+StateDep = Annotated[AppState, Depends(get_state)]
+
+
+async def get_session(state: StateDep) -> AsyncIterator[AsyncSession]:
+    """One transaction per request, committed before the response is sent (scope="function"),
+    rolled back on any error so that a failed request leaves nothing half-written."""
+    async with state.sessions() as session, session.begin():
+        yield session
+
+
+SessionDep = Annotated[AsyncSession, Depends(get_session, scope="function")]
+
+_bearer = HTTPBearer(auto_error=False, description="An API key from `tailor admin create-tenant`.")
+UNAUTHORIZED_HEADERS = {"WWW-Authenticate": "Bearer"}
+
+
+@dataclass(frozen=True)
+class Caller:
+    tenant_id: str
+    key_id: str
+
+    @property
+    def actor(self) -> str:
+        return f"key:{self.key_id}"
+
+
+async def get_caller(
+    session: SessionDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Caller:
+    if credentials is None or credentials.scheme.lower() != "bearer":
+        raise ProblemError(
+            401, "Missing bearer API key.", slug="unauthorized", headers=UNAUTHORIZED_HEADERS
+        )
+    tenant_id = await tenants.authenticate(session, credentials.credentials)
+    if tenant_id is None:
+        raise ProblemError(
+            401, "Invalid or revoked API key.", slug="unauthorized", headers=UNAUTHORIZED_HEADERS
+        )
+    return Caller(tenant_id=tenant_id, key_id=credentials.credentials[4:20])
+
+
+CallerDep = Annotated[Caller, Depends(get_caller)]
+UserIdPath = Annotated[str, Path(pattern=USER_ID_PATTERN, description="Your id for the user.")]
+
+
+async def get_existing_user(session: SessionDep, caller: CallerDep, user_id: UserIdPath) -> User:
+    """The tenant's user or 404; another tenant's user looks exactly like a missing one."""
+    user = await users.get_user(session, caller.tenant_id, user_id)
+    if user is None:
+        raise not_found("user")
+    return user
+
+
+ExistingUserDep = Annotated[User, Depends(get_existing_user)]
+
+
+def document_idempotency_key(
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            max_length=255,
+            description=(
+                "Optional. A repeated POST with the same key and body returns the first "
+                "(2xx) response and writes nothing new; a different body gives 422, a "
+                "concurrent duplicate 409."
+            ),
+        ),
+    ] = None,
+) -> None:
+    """Documents the header in OpenAPI; IdempotencyMiddleware does the work."""
+
+
+IDEMPOTENT = [Depends(document_idempotency_key)]

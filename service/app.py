@@ -1,0 +1,77 @@
+"""Application factory and lifespan."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+
+from service import __version__
+from service.api import attributes, errors, health, users
+from service.api.middleware import BodyLimitMiddleware, IdempotencyMiddleware, MetricsMiddleware
+from service.config import Settings, get_settings
+from service.schemas.common import Problem
+from service.state import AppState
+from service.store.db import engine_from_settings, session_factory
+
+DESCRIPTION = """\
+Tailor learns stable facts about a user from their conversations, keeps only those the
+conversation supports, selects the few that matter for the next prompt, and writes replies
+that use them. Every request needs `Authorization: Bearer <API key>`; the key fixes the tenant.
+Errors are `application/problem+json` (RFC 9457) with an `errors` list naming each bad field.
+"""
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+    logging.basicConfig(level=settings.log_level.upper())
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        engine = engine_from_settings(settings)
+        app.state.tailor = AppState(
+            settings=settings, engine=engine, sessions=session_factory(engine)
+        )
+        try:
+            yield
+        finally:
+            await engine.dispose()
+
+    app = FastAPI(
+        title="Tailor",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+    )
+    errors.install(app)
+    app.include_router(health.router)
+    app.include_router(attributes.router)
+    app.include_router(users.router)
+
+    # Added last = outermost: metrics see every request, including 413s.
+    app.add_middleware(IdempotencyMiddleware, state_holder=app)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["*"],
+            allow_headers=["*"],
+        )
+    app.add_middleware(MetricsMiddleware)
+
+    original_openapi = app.openapi
+
+    def openapi() -> dict[str, object]:
+        if app.openapi_schema is None:
+            schema = original_openapi()
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            components.setdefault("Problem", Problem.model_json_schema())
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app

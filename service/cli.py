@@ -1,0 +1,132 @@
+"""The ``tailor`` command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+import yaml
+
+from service.config import Settings, get_settings
+
+
+def _serve(args: argparse.Namespace, settings: Settings) -> int:
+    import uvicorn
+
+    from service.app import create_app
+    from service.store.migrate import upgrade_from_settings
+
+    if settings.should_auto_migrate():
+        upgrade_from_settings(settings)
+    uvicorn.run(
+        create_app(settings),
+        host=args.host,
+        port=args.port,
+        log_level=settings.log_level,
+        proxy_headers=True,
+    )
+    return 0
+
+
+def _migrate(args: argparse.Namespace, settings: Settings) -> int:
+    from service.store import migrate
+
+    if args.downgrade:
+        migrate.downgrade(settings.resolved_database_url, args.downgrade, settings.database_schema)
+    else:
+        migrate.upgrade_from_settings(settings, args.revision)
+    return 0
+
+
+async def _with_session(settings: Settings, work: str, arg: str) -> str | None:
+    from service.store import tenants
+    from service.store.db import engine_from_settings, session_factory, transaction
+
+    engine = engine_from_settings(settings)
+    try:
+        async with transaction(session_factory(engine)) as session:
+            if work == "create-tenant":
+                issued = await tenants.create_tenant(session, arg)
+                print(f"tenant_id: {issued.tenant_id}")
+                print(f"key_id: {issued.key_id}")
+                return issued.key
+            if work == "issue-key":
+                return (await tenants.issue_key(session, arg)).key
+            if work == "revoke-key":
+                return "revoked" if await tenants.revoke_key(session, arg) else None
+            raise AssertionError(work)
+    finally:
+        await engine.dispose()
+
+
+def _admin(args: argparse.Namespace, settings: Settings) -> int:
+    from service.store.migrate import upgrade_from_settings
+
+    if settings.should_auto_migrate():
+        upgrade_from_settings(settings)
+    arg = {"create-tenant": "name", "issue-key": "tenant_id", "revoke-key": "key_id"}[
+        args.admin_command
+    ]
+    result = asyncio.run(_with_session(settings, args.admin_command, getattr(args, arg)))
+    if result is None:
+        print(f"error: no such key: {args.key_id}", file=sys.stderr)
+        return 1
+    print(result)
+    return 0
+
+
+def _openapi(args: argparse.Namespace, settings: Settings) -> int:
+    from service.app import create_app
+
+    text = render_openapi(create_app(settings).openapi())
+    if args.out == "-":
+        sys.stdout.write(text)
+    else:
+        Path(args.out).write_text(text, encoding="utf-8")
+    return 0
+
+
+def render_openapi(schema: dict[str, object]) -> str:
+    return yaml.safe_dump(schema, sort_keys=False, allow_unicode=True, width=100)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tailor", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="start the HTTP API")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.set_defaults(func=_serve)
+
+    migrate = sub.add_parser("migrate", help="apply database migrations")
+    migrate.add_argument("--revision", default="head", help="upgrade to this revision")
+    migrate.add_argument("--downgrade", metavar="REV", help="downgrade to REV (e.g. base)")
+    migrate.set_defaults(func=_migrate)
+
+    admin = sub.add_parser("admin", help="tenants and API keys")
+    admin_sub = admin.add_subparsers(dest="admin_command", required=True)
+    create = admin_sub.add_parser("create-tenant", help="create a tenant; prints its API key last")
+    create.add_argument("name")
+    issue = admin_sub.add_parser("issue-key", help="issue another key for a tenant")
+    issue.add_argument("tenant_id")
+    revoke = admin_sub.add_parser("revoke-key", help="revoke an API key by its key id")
+    revoke.add_argument("key_id")
+    admin.set_defaults(func=_admin)
+
+    openapi = sub.add_parser("openapi", help="write the OpenAPI document as YAML")
+    openapi.add_argument("--out", default="-")
+    openapi.set_defaults(func=_openapi)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    code: int = args.func(args, get_settings())
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+"""Attribute resources."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+from service.schemas.common import (
+    MAX_EVIDENCE,
+    AttributeText,
+    Category,
+    EvidenceSchema,
+    StrictModel,
+)
+
+Status = Literal["active", "superseded", "deleted"]
+
+
+class AttributeCreate(StrictModel):
+    text: AttributeText = Field(description="A short third-person statement about the user.")
+    category: Category | None = None
+    evidence: list[EvidenceSchema] = Field(default_factory=list, max_length=MAX_EVIDENCE)
+
+
+class AttributePatch(StrictModel):
+    text: AttributeText | None = None
+    category: Category | None = None
+    status: Status | None = None
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> AttributePatch:
+        if not self.model_fields_set:
+            raise ValueError("give at least one of text, category, status")
+        for name in ("text", "status"):
+            if name in self.model_fields_set and getattr(self, name) is None:
+                raise ValueError(f"{name} cannot be null")
+        return self
+
+
+class AttributeOut(BaseModel):
+    id: str
+    user_id: str
+    text: str
+    category: str | None
+    status: Status
+    verdict: str | None
+    verifier_score: float | None
+    source: str
+    superseded_by: str | None
+    evidence: list[EvidenceSchema]
+    created_at: datetime
+    updated_at: datetime
+
+
+class AttributeList(BaseModel):
+    items: list[AttributeOut]
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null at end.")
+
+
+class AuditEntryOut(BaseModel):
+    id: int
+    attribute_id: str
+    action: str
+    actor: str
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+    created_at: datetime
+
+
+class AuditList(BaseModel):
+    items: list[AuditEntryOut]
+
+
+def attribute_out(row: Any, user_id: str) -> AttributeOut:
+    """From a ``store.models.Attribute`` row."""
+    return AttributeOut(
+        id=row.id,
+        user_id=user_id,
+        text=row.text,
+        category=row.category,
+        status=row.status,
+        verdict=row.verdict,
+        verifier_score=row.verifier_score,
+        source=row.source,
+        superseded_by=row.superseded_by,
+        evidence=[
+            EvidenceSchema(message_index=e.message_index, quote=e.quote) for e in row.evidence
+        ],
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def audit_out(row: Any) -> AuditEntryOut:
+    """From a ``store.models.AuditEntry`` row."""
+    return AuditEntryOut(
+        id=row.id,
+        attribute_id=row.attribute_id,
+        action=row.action,
+        actor=row.actor,
+        before=row.before,
+        after=row.after,
+        created_at=row.created_at,
+    )

@@ -1,0 +1,21 @@
+"""What the lifespan opens once and every request shares."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from service.config import Settings
+
+# A readiness check returns None when ready or a short reason when not.
+ReadinessCheck = Callable[[], Awaitable[str | None]]
+
+
+@dataclass
+class AppState:
+    settings: Settings
+    engine: AsyncEngine
+    sessions: async_sessionmaker[AsyncSession]
+    readiness: dict[str, ReadinessCheck] = field(default_factory=dict)

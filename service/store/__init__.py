@@ -1,0 +1,1 @@
+"""Persistence: SQLAlchemy models and tenant-scoped repositories. Only this package speaks SQL."""

@@ -1,0 +1,106 @@
+"""CRUD, pagination and audit history of /v1/users/{user_id}/attributes."""
+
+from __future__ import annotations
+
+from tests.conftest import Api, bearer
+
+
+async def test_create_get_list(api: Api) -> None:
+    h = bearer(await api.new_tenant())
+    r = await api.client.post(
+        "/v1/users/u-1/attributes",
+        json={
+            "text": "  Is vegetarian ",
+            "category": "diet",
+            "evidence": [{"message_index": 0, "quote": "I don't eat meat"}],
+        },
+        headers=h,
+    )
+    assert r.status_code == 201, r.text
+    created = r.json()
+    assert created["text"] == "Is vegetarian"
+    assert created["status"] == "active"
+    assert created["user_id"] == "u-1"
+    assert created["evidence"] == [{"message_index": 0, "quote": "I don't eat meat"}]
+    assert created["created_at"].endswith("Z") or created["created_at"].endswith("+00:00")
+
+    got = await api.client.get(f"/v1/users/u-1/attributes/{created['id']}", headers=h)
+    assert got.status_code == 200
+    assert got.json() == created
+
+    listed = await api.client.get("/v1/users/u-1/attributes", headers=h)
+    assert listed.status_code == 200
+    assert [a["id"] for a in listed.json()["items"]] == [created["id"]]
+    assert listed.json()["next_cursor"] is None
+
+
+async def test_cursor_pagination_visits_each_once(api: Api) -> None:
+    h = bearer(await api.new_tenant())
+    ids = []
+    for i in range(7):
+        r = await api.client.post("/v1/users/u/attributes", json={"text": f"fact {i}"}, headers=h)
+        ids.append(r.json()["id"])
+    seen: list[str] = []
+    cursor = None
+    pages = 0
+    while True:
+        params: dict[str, str | int] = {"limit": 3}
+        if cursor:
+            params["cursor"] = cursor
+        page = (await api.client.get("/v1/users/u/attributes", params=params, headers=h)).json()
+        seen += [a["id"] for a in page["items"]]
+        pages += 1
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == ids
+    assert pages == 3
+
+
+async def test_patch_delete_and_history(api: Api) -> None:
+    h = bearer(await api.new_tenant())
+    attr = (
+        await api.client.post("/v1/users/u/attributes", json={"text": "Lives in Paris"}, headers=h)
+    ).json()
+    url = f"/v1/users/u/attributes/{attr['id']}"
+    r = await api.client.patch(
+        url, json={"text": "Lives in Lyon", "category": "location"}, headers=h
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["text"] == "Lives in Lyon"
+    assert (await api.client.delete(url, headers=h)).status_code == 204
+
+    # Deleted attributes leave the default listing but stay visible with a status filter.
+    active = (await api.client.get("/v1/users/u/attributes", headers=h)).json()["items"]
+    assert active == []
+    deleted = (
+        await api.client.get("/v1/users/u/attributes", params={"status": "deleted"}, headers=h)
+    ).json()["items"]
+    assert [a["id"] for a in deleted] == [attr["id"]]
+
+    history = (await api.client.get(f"{url}/history", headers=h)).json()["items"]
+    assert [e["action"] for e in history] == ["created", "updated", "deleted"]
+    assert history[1]["before"]["text"] == "Lives in Paris"
+    assert history[1]["after"]["text"] == "Lives in Lyon"
+    assert history[2]["after"]["status"] == "deleted"
+    assert all(e["actor"].startswith("key:") for e in history)
+
+
+async def test_patch_without_change_writes_no_audit(api: Api) -> None:
+    h = bearer(await api.new_tenant())
+    attr = (await api.client.post("/v1/users/u/attributes", json={"text": "x"}, headers=h)).json()
+    url = f"/v1/users/u/attributes/{attr['id']}"
+    assert (await api.client.patch(url, json={"text": "x"}, headers=h)).status_code == 200
+    history = (await api.client.get(f"{url}/history", headers=h)).json()["items"]
+    assert [e["action"] for e in history] == ["created"]
+
+
+async def test_missing_user_and_attribute_are_404(api: Api) -> None:
+    h = bearer(await api.new_tenant())
+    r = await api.client.get("/v1/users/nobody/attributes", headers=h)
+    assert r.status_code == 404
+    assert r.headers["content-type"] == "application/problem+json"
+    await api.client.post("/v1/users/u/attributes", json={"text": "x"}, headers=h)
+    r = await api.client.get("/v1/users/u/attributes/" + "0" * 32, headers=h)
+    assert r.status_code == 404
+    assert r.json()["detail"] == "attribute not found"

@@ -1,0 +1,75 @@
+"""Idempotency-Key on POST."""
+
+from __future__ import annotations
+
+import asyncio
+
+from tests.conftest import Api, bearer
+
+
+async def _history_len(api: Api, h: dict[str, str], attr_id: str) -> int:
+    r = await api.client.get(f"/v1/users/u/attributes/{attr_id}/history", headers=h)
+    return len(r.json()["items"])
+
+
+async def test_repeat_returns_first_response_and_writes_nothing(api: Api) -> None:
+    h = bearer(await api.new_tenant()) | {"Idempotency-Key": "abc-123"}
+    first = await api.client.post("/v1/users/u/attributes", json={"text": "likes tea"}, headers=h)
+    second = await api.client.post("/v1/users/u/attributes", json={"text": "likes tea"}, headers=h)
+    assert first.status_code == second.status_code == 201
+    assert second.json() == first.json()
+    assert second.headers["idempotent-replayed"] == "true"
+    items = (await api.client.get("/v1/users/u/attributes", headers=h)).json()["items"]
+    assert len(items) == 1
+    assert await _history_len(api, h, first.json()["id"]) == 1
+
+
+async def test_same_key_other_body_is_422(api: Api) -> None:
+    h = bearer(await api.new_tenant()) | {"Idempotency-Key": "k"}
+    await api.client.post("/v1/users/u/attributes", json={"text": "a"}, headers=h)
+    r = await api.client.post("/v1/users/u/attributes", json={"text": "b"}, headers=h)
+    assert r.status_code == 422
+    assert r.json()["type"] == "urn:tailor:problem:idempotency-key-reused"
+
+
+async def test_keys_are_per_tenant(api: Api) -> None:
+    a = bearer(await api.new_tenant("a")) | {"Idempotency-Key": "k"}
+    b = bearer(await api.new_tenant("b")) | {"Idempotency-Key": "k"}
+    ra = await api.client.post("/v1/users/u/attributes", json={"text": "a"}, headers=a)
+    rb = await api.client.post("/v1/users/u/attributes", json={"text": "a"}, headers=b)
+    assert ra.status_code == rb.status_code == 201
+    assert ra.json()["id"] != rb.json()["id"]
+    assert "idempotent-replayed" not in rb.headers
+
+
+async def test_failed_request_does_not_burn_the_key(api: Api) -> None:
+    h = bearer(await api.new_tenant()) | {"Idempotency-Key": "retry-me"}
+    bad = await api.client.post("/v1/users/u/attributes", json={"text": ""}, headers=h)
+    assert bad.status_code == 422
+    fixed = await api.client.post("/v1/users/u/attributes", json={"text": ""}, headers=h)
+    assert fixed.status_code == 422
+    assert "idempotent-replayed" not in fixed.headers
+    ok = await api.client.post("/v1/users/u/attributes", json={"text": "now fine"}, headers=h)
+    assert ok.status_code == 201
+
+
+async def test_concurrent_duplicates_create_one(api: Api) -> None:
+    h = bearer(await api.new_tenant()) | {"Idempotency-Key": "race"}
+    results = await asyncio.gather(
+        *[
+            api.client.post("/v1/users/u/attributes", json={"text": "once"}, headers=h)
+            for _ in range(5)
+        ]
+    )
+    codes = sorted(r.status_code for r in results)
+    assert set(codes) <= {201, 409}
+    assert 201 in codes
+    items = (await api.client.get("/v1/users/u/attributes", headers=h)).json()["items"]
+    assert len(items) == 1
+
+
+async def test_invalid_key_header(api: Api) -> None:
+    h = bearer(await api.new_tenant()) | {"Idempotency-Key": "x" * 300}
+    r = await api.client.post("/v1/users/u/attributes", json={"text": "a"}, headers=h)
+    assert r.status_code == 422
+    assert "Idempotency-Key" in r.json()["detail"]
