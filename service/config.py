@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from functools import cached_property
 from pathlib import Path
 from typing import Literal
@@ -47,6 +48,37 @@ class Settings(BaseSettings):
     )
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
+    # --- models and inference ----------------------------------------------------------
+    models_dir: Path = Field(
+        default=REPO_ROOT / "models",
+        description="Directory holding one folder per shipped model (verifier, relevance, reward).",
+    )
+    load_models: bool = Field(
+        default=True, description="Load the ONNX models and the embedder at start-up."
+    )
+    onnx_provider: Literal["cpu", "cuda"] = Field(
+        default="cpu", description="cpu: int8 graph on CPUExecutionProvider; cuda: fp16 graph."
+    )
+    onnx_intra_op_threads: int = Field(
+        default_factory=lambda: available_cpus(),
+        ge=1,
+        description="Threads per ONNX session; default: the CPUs this container may use.",
+    )
+    batch_max_tokens: int = Field(
+        default=8192, ge=64, description="Token budget of one micro-batch (rows x padded length)."
+    )
+    batch_max_size: int = Field(default=64, ge=1, description="Most items in one micro-batch.")
+    batch_max_wait_ms: float = Field(
+        default=4.0, ge=0, description="Longest an item waits for others to join its batch."
+    )
+    batch_queue_size: int = Field(
+        default=2048, ge=1, description="Items waiting per model before requests get 429."
+    )
+    embedder_path: Path | None = Field(
+        default=None,
+        description="sentence-transformers folder; unset: the wheel-carried all-MiniLM-L6-v2.",
+    )
+
     @cached_property
     def resolved_database_url(self) -> str:
         if self.database_url:
@@ -60,6 +92,19 @@ class Settings(BaseSettings):
 
     def should_auto_migrate(self) -> bool:
         return self.is_sqlite if self.auto_migrate is None else self.auto_migrate
+
+
+def available_cpus() -> int:
+    """CPUs this process may use: the cgroup quota when one is set (containers), else the
+    affinity mask. ONNX Runtime's own guess reads the host's core count, which oversubscribes
+    a container limited to fewer CPUs."""
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()
+        if quota != "max":
+            return max(1, int(int(quota) / int(period)))
+    except (OSError, ValueError):
+        pass
+    return max(1, len(os.sched_getaffinity(0)))
 
 
 def get_settings() -> Settings:
