@@ -15,3 +15,32 @@ IDEMPOTENT_REPLAYS = Counter(
     "tailor_idempotent_replays_total", "POSTs answered from a stored Idempotency-Key response."
 )
 USER_ERASURES = Counter("tailor_user_erasures_total", "Users erased through DELETE /v1/users.")
+
+# Inference (service/inference), labelled by model name.
+INFERENCE_QUEUE_DEPTH = Gauge(
+    "tailor_inference_queue_depth", "Pairs waiting to join a model batch.", ["model"]
+)
+INFERENCE_BATCH_SIZE = Histogram(
+    "tailor_inference_batch_size",
+    "Pairs per model run.",
+    ["model"],
+    buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256),
+)
+INFERENCE_BATCH_TOKENS = Histogram(
+    "tailor_inference_batch_tokens",
+    "Padded tokens per model run (rows x longest pair).",
+    ["model"],
+    buckets=(64, 256, 1024, 2048, 4096, 8192, 16384, 32768, 65536),
+)
+INFERENCE_SECONDS = Histogram(
+    "tailor_inference_duration_seconds",
+    "Time of one model run (tokenising included), per batch.",
+    ["model"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+)
+INFERENCE_ITEMS = Counter("tailor_inference_items_total", "Pairs scored.", ["model"])
+INFERENCE_OVERLOADS = Counter(
+    "tailor_inference_overload_rejections_total",
+    "Submissions refused with 429 because the model's queue was full.",
+    ["model"],
+)
