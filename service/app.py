@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse
 
 from service import __version__
 from service.api import attributes, errors, health, users
 from service.api.middleware import BodyLimitMiddleware, IdempotencyMiddleware, MetricsMiddleware
 from service.config import Settings, get_settings
+from service.inference import ModelRegistry, Overloaded, overloaded_problem
 from service.schemas.common import Problem
 from service.state import AppState
 from service.store.db import engine_from_settings, session_factory
@@ -32,12 +35,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         engine = engine_from_settings(settings)
-        app.state.tailor = AppState(
-            settings=settings, engine=engine, sessions=session_factory(engine)
-        )
+        state = AppState(settings=settings, engine=engine, sessions=session_factory(engine))
+        app.state.tailor = state
+        if settings.load_models:
+            # Seconds of blocking work (the first start also derives the int8 CPU graphs).
+            state.models = await asyncio.to_thread(ModelRegistry.load, settings)
+            await state.models.start()
+            state.readiness["models"] = state.models.readiness
         try:
             yield
         finally:
+            if state.models is not None:
+                await state.models.aclose()
             await engine.dispose()
 
     app = FastAPI(
@@ -47,6 +56,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     errors.install(app)
+
+    async def on_overloaded(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, Overloaded)
+        problem = overloaded_problem(exc)
+        return errors.problem_response(
+            problem.status,
+            problem.detail,
+            slug=problem.slug,
+            instance=request.url.path,
+            headers=problem.headers,
+        )
+
+    app.add_exception_handler(Overloaded, on_overloaded)
     app.include_router(health.router)
     app.include_router(attributes.router)
     app.include_router(users.router)

@@ -92,6 +92,55 @@ def render_openapi(schema: dict[str, object]) -> str:
     return yaml.safe_dump(schema, sort_keys=False, allow_unicode=True, width=100)
 
 
+def _train(args: argparse.Namespace, settings: Settings) -> int:
+    import json
+    import logging
+
+    from service.inference import cache_dir
+    from service.training import run
+    from service.training.crossencoder import TrainConfig
+
+    logging.basicConfig(level=logging.INFO)
+    config = TrainConfig(
+        epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, max_length=args.max_length
+    )
+    base = Path(args.base) if args.base else None
+    out = Path(args.out)
+    cache = cache_dir(settings)
+    if args.task == "verifier":
+        metrics = run.train_verifier(Path(args.data), out, base, config, cache)
+    elif args.task == "relevance":
+        metrics = run.train_relevance(Path(args.data), out, base, config, cache)
+    else:
+        if not args.topics:
+            print("error: --topics is required for reward", file=sys.stderr)
+            return 2
+        metrics = run.train_reward(Path(args.data), out, base, config, cache, Path(args.topics))
+    print(json.dumps({k: metrics[k] for k in ("task", "validation")}))
+    return 0
+
+
+def _eval(args: argparse.Namespace, settings: Settings) -> int:
+    import json
+
+    from service.evaluation import commands
+
+    model = Path(args.model) if args.model else None
+    if args.benchmark == "verification":
+        result = commands.eval_verification(settings, Path(args.data), model)
+    elif args.benchmark == "relevance":
+        result = commands.eval_relevance(settings, Path(args.data), model)
+    else:
+        print(f"error: unknown benchmark {args.benchmark}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for key, value in result.items():
+            print(f"{key}: {value}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tailor", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -115,6 +164,30 @@ def build_parser() -> argparse.ArgumentParser:
     revoke = admin_sub.add_parser("revoke-key", help="revoke an API key by its key id")
     revoke.add_argument("key_id")
     admin.set_defaults(func=_admin)
+
+    train = sub.add_parser("train", help="fine-tune and export a shipped cross-encoder")
+    train.add_argument("task", choices=["verifier", "relevance", "reward"])
+    train.add_argument(
+        "--data",
+        required=True,
+        help="verifier: verification/spc.jsonl; relevance: personalens.jsonl; "
+        "reward: a PersonaFeedback-layout directory",
+    )
+    train.add_argument("--out", required=True, help="model directory, e.g. models/verifier")
+    train.add_argument("--base", help="local Hugging Face checkpoint (default: all-MiniLM-L6-v2)")
+    train.add_argument("--topics", help="reward: prefeval_implicit.jsonl, to hold out topics")
+    train.add_argument("--epochs", type=int, default=2)
+    train.add_argument("--batch-size", type=int, default=16)
+    train.add_argument("--lr", type=float, default=4e-5)
+    train.add_argument("--max-length", type=int, default=128)
+    train.set_defaults(func=_train)
+
+    evaluate = sub.add_parser("eval", help="score a model or pipeline on a benchmark file")
+    evaluate.add_argument("benchmark", choices=["verification", "relevance"])
+    evaluate.add_argument("--data", required=True)
+    evaluate.add_argument("--model", help="model directory (default: TAILOR_MODELS_DIR/<name>)")
+    evaluate.add_argument("--json", action="store_true", help="one JSON object as the last line")
+    evaluate.set_defaults(func=_eval)
 
     openapi = sub.add_parser("openapi", help="write the OpenAPI document as YAML")
     openapi.add_argument("--out", default="-")

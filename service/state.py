@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from service.config import Settings
+from service.inference import ModelRegistry
 
 # A readiness check returns None when ready or a short reason when not.
 ReadinessCheck = Callable[[], Awaitable[str | None]]
@@ -19,3 +20,4 @@ class AppState:
     engine: AsyncEngine
     sessions: async_sessionmaker[AsyncSession]
     readiness: dict[str, ReadinessCheck] = field(default_factory=dict)
+    models: ModelRegistry | None = None

@@ -6,9 +6,17 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query, Response
 
-from service.api.deps import IDEMPOTENT, CallerDep, ExistingUserDep, SessionDep, UserIdPath
+from service.api.deps import (
+    IDEMPOTENT,
+    CallerDep,
+    ExistingUserDep,
+    SessionDep,
+    StateDep,
+    UserIdPath,
+)
 from service.api.errors import not_found
 from service.api.responses import PROBLEMS
+from service.pipeline.embedding import embed_text
 from service.schemas.attributes import (
     AttributeCreate,
     AttributeList,
@@ -52,8 +60,13 @@ async def list_attributes(
     "", status_code=201, response_model=AttributeOut, responses=PROBLEMS, dependencies=IDEMPOTENT
 )
 async def create_attribute(
-    session: SessionDep, caller: CallerDep, user_id: UserIdPath, body: AttributeCreate
+    session: SessionDep,
+    state: StateDep,
+    caller: CallerDep,
+    user_id: UserIdPath,
+    body: AttributeCreate,
 ) -> AttributeOut:
+    embedding = await embed_text(state.models, body.text)
     user = await get_or_create_user(session, caller.tenant_id, user_id)
     repo = AttributeRepository(session, caller.tenant_id)
     row = await repo.create(
@@ -63,6 +76,7 @@ async def create_attribute(
             category=body.category,
             source="api",
             evidence=[EvidenceIn(e.message_index, e.quote) for e in body.evidence],
+            embedding=embedding,
         ),
         actor=caller.actor,
     )
@@ -82,6 +96,7 @@ async def get_attribute(
 @router.patch("/{attribute_id}", response_model=AttributeOut, responses=PROBLEMS)
 async def patch_attribute(
     session: SessionDep,
+    state: StateDep,
     caller: CallerDep,
     user: ExistingUserDep,
     attribute_id: AttributeIdPath,
@@ -92,7 +107,8 @@ async def patch_attribute(
     if row is None:
         raise not_found("attribute")
     changes = body.model_dump(exclude_unset=True)
-    row = await repo.update(row, changes, actor=caller.actor)
+    embedding = await embed_text(state.models, body.text) if body.text is not None else None
+    row = await repo.update(row, changes, actor=caller.actor, embedding=embedding)
     return attribute_out(row, user.external_id)
 
 

@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from tests.conftest import Api, bearer
+from pathlib import Path
+
+import httpx
+import numpy as np
+from sqlalchemy import select
+
+from service.app import create_app
+from service.inference.embedder import Embedder
+from service.store.db import create_engine
+from service.store.models import Attribute
+from tests.conftest import Api, Database, bearer
 
 
 async def test_create_get_list(api: Api) -> None:
@@ -104,3 +114,37 @@ async def test_missing_user_and_attribute_are_404(api: Api) -> None:
     r = await api.client.get("/v1/users/u/attributes/" + "0" * 32, headers=h)
     assert r.status_code == 404
     assert r.json()["detail"] == "attribute not found"
+
+
+async def test_embedding_is_stored_on_write(clean_db: Database, tmp_path: Path) -> None:
+    """With the embedder loaded, the vector is computed when the text is written (create and
+    text PATCH) and stored with the attribute."""
+    settings = clean_db.settings(tmp_path, models_dir=tmp_path / "no-classifiers")
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            api = Api(client, clean_db, settings)
+            h = bearer(await api.new_tenant())
+            r = await client.post("/v1/users/u/attributes", json={"text": "Loves dogs"}, headers=h)
+            attr_id = r.json()["id"]
+            first = await _embedding(clean_db, attr_id)
+            await client.patch(
+                f"/v1/users/u/attributes/{attr_id}", json={"text": "Stock markets"}, headers=h
+            )
+            second = await _embedding(clean_db, attr_id)
+    v1, v2 = Embedder.from_bytes(first), Embedder.from_bytes(second)
+    assert v1.shape == v2.shape == (384,)
+    assert abs(float(np.linalg.norm(v1)) - 1.0) < 1e-3
+    assert float(v1 @ v2) < 0.5  # the text changed, so did the vector
+
+
+async def _embedding(db: Database, attr_id: str) -> bytes:
+    engine = create_engine(db.url, schema=db.schema)
+    async with engine.connect() as conn:
+        blob = (
+            await conn.execute(select(Attribute.embedding).where(Attribute.id == attr_id))
+        ).scalar_one()
+    await engine.dispose()
+    assert blob is not None
+    return bytes(blob)

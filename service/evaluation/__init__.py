@@ -1,0 +1,1 @@
+"""Dataset loaders, judges, metrics and reports."""

@@ -1,0 +1,74 @@
+"""`tailor eval <benchmark>`: the figures other tools read (keys fixed in DESIGN.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from service.config import Settings
+from service.evaluation import relevance, verification
+
+
+def _classifier(settings: Settings, name: str, model_dir: Path | None) -> Any:
+    from service.inference import cache_dir
+    from service.inference.pair_classifier import PairClassifier
+
+    return PairClassifier.load(
+        model_dir or settings.models_dir / name,
+        provider=settings.onnx_provider,
+        threads=settings.onnx_intra_op_threads,
+        cache_dir=cache_dir(settings),
+    )
+
+
+def _batched(classifier: Any, batch: int = 64) -> Any:
+    """Score many pairs in length-sorted batches (the way the micro-batcher would)."""
+
+    def score(pairs: list[tuple[str, str]]) -> np.ndarray:
+        order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))
+        out = np.zeros(len(pairs), dtype=np.float32)
+        for start in range(0, len(order), batch):
+            idx = order[start : start + batch]
+            out[idx] = classifier.score([pairs[i] for i in idx])
+        return out
+
+    return score
+
+
+def eval_verification(settings: Settings, data: Path, model_dir: Path | None) -> dict[str, Any]:
+    classifier = _classifier(settings, "verifier", model_dir)
+    rows = verification.load_rows(data)
+    result = verification.evaluate(_batched(classifier), rows, classifier.threshold)
+    return {"benchmark": "verification"} | result
+
+
+def eval_relevance(settings: Settings, data: Path, model_dir: Path | None) -> dict[str, Any]:
+    from service.inference.embedder import Embedder
+
+    directory = model_dir or settings.models_dir / "relevance"
+    classifier = _classifier(settings, "relevance", directory)
+    config = json.loads((directory / "tailor.json").read_text(encoding="utf-8"))
+    cap = int(config.get("cap", 6))
+    rows = relevance.load_rows(data)
+    scores = relevance.pair_scores(rows, _batched(classifier))
+    result = relevance.metrics(scores, rows, classifier.threshold, cap)
+    thresholds = config.get("baseline_thresholds", {})
+    embedder = Embedder.load(settings.embedder_path)
+    baselines = {}
+    for name, base_scores in (
+        ("bm25", relevance.bm25_scores(rows)),
+        ("embedding", relevance.embedding_scores(rows, embedder.encode)),
+    ):
+        # Thresholds were tuned on the validation users at training time, like the model's;
+        # without a stored one, tune on these rows and say so.
+        t = thresholds.get(name)
+        tuned_here = t is None
+        if t is None:
+            t = relevance.tune_threshold(base_scores, rows, cap)
+        baselines[name] = relevance.metrics(base_scores, rows, float(t), cap) | {
+            "threshold_tuned_on_these_rows": tuned_here
+        }
+    return {"benchmark": "relevance"} | result | {"baselines": baselines}

@@ -1,0 +1,1 @@
+"""The personalization pipeline: plain async code with no FastAPI imports."""

