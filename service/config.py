@@ -79,6 +79,21 @@ class Settings(BaseSettings):
         description="sentence-transformers folder; unset: the wheel-carried all-MiniLM-L6-v2.",
     )
 
+    # --- LLM ----------------------------------------------------------------------------
+    llm_base_url: str | None = Field(
+        default=None,
+        description="OpenAI-compatible server, e.g. http://vllm:8000/v1; unset: embedded model.",
+    )
+    llm_api_key: str | None = Field(default=None, description="Bearer key for llm_base_url.")
+    llm_model: str = Field(default="default", description="Model name sent to the server.")
+    llm_connect_timeout_s: float = Field(default=3.0, gt=0)
+    llm_read_timeout_s: float = Field(default=30.0, gt=0)
+    llm_max_retries: int = Field(default=2, ge=0, description="Retries on 429/5xx/connect errors.")
+    llm_max_concurrency: int = Field(default=16, ge=1, description="Requests in flight at once.")
+    llm_deadline_s: float = Field(
+        default=60.0, gt=0, description="Whole budget of one call, retries included."
+    )
+
     @cached_property
     def resolved_database_url(self) -> str:
         if self.database_url:

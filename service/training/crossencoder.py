@@ -152,7 +152,7 @@ class CrossEncoder:
                 optimizer.step()
                 scheduler.step()
                 optimizer.zero_grad()
-                running += float(loss)
+                running += float(loss.detach())
                 bar.set_postfix(loss=f"{running / n:.4f}")
             if on_epoch is not None:
                 on_epoch(epoch)
