@@ -44,3 +44,30 @@ INFERENCE_OVERLOADS = Counter(
     "Submissions refused with 429 because the model's queue was full.",
     ["model"],
 )
+
+# LLM calls (service/llm), labelled by backend (the client's name).
+LLM_REQUEST_SECONDS = Histogram(
+    "tailor_llm_request_duration_seconds",
+    "Time of one LLM call, retries and backoff included, whatever its outcome.",
+    ["backend"],
+    buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0),
+)
+LLM_TOKENS = Counter(
+    "tailor_llm_tokens_total", "Tokens reported by the LLM server.", ["backend", "kind"]
+)
+LLM_ERRORS = Counter(
+    "tailor_llm_errors_total", "LLM calls that failed, by error slug.", ["backend", "error"]
+)
+LLM_RETRIES = Counter(
+    "tailor_llm_retries_total",
+    "HTTP attempts repeated after a 429, 5xx or connection error.",
+    ["backend"],
+)
+LLM_IN_FLIGHT = Gauge(
+    "tailor_llm_requests_in_flight", "HTTP requests to the LLM server in progress.", ["backend"]
+)
+LLM_STRUCTURED_REPAIRS = Counter(
+    "tailor_llm_structured_repairs_total",
+    "Structured answers that failed validation and were sent back once, by outcome.",
+    ["backend", "outcome"],
+)
