@@ -130,6 +130,8 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
         result = commands.eval_verification(settings, Path(args.data), model)
     elif args.benchmark == "relevance":
         result = commands.eval_relevance(settings, Path(args.data), model)
+    elif args.benchmark == "extraction":
+        result = commands.eval_extraction(settings, Path(args.data))
     else:
         print(f"error: unknown benchmark {args.benchmark}", file=sys.stderr)
         return 2
@@ -183,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.set_defaults(func=_train)
 
     evaluate = sub.add_parser("eval", help="score a model or pipeline on a benchmark file")
-    evaluate.add_argument("benchmark", choices=["verification", "relevance"])
+    evaluate.add_argument("benchmark", choices=["verification", "relevance", "extraction"])
     evaluate.add_argument("--data", required=True)
     evaluate.add_argument("--model", help="model directory (default: TAILOR_MODELS_DIR/<name>)")
     evaluate.add_argument("--json", action="store_true", help="one JSON object as the last line")

@@ -144,5 +144,12 @@ async def api(clean_db: Database, tmp_path: Path) -> AsyncIterator[Api]:
             yield Api(client, clean_db, settings)
 
 
+@pytest.fixture(scope="session")
+def shared_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One data dir for the tests that load the shipped models, so the int8 CPU graphs are
+    derived once per test run rather than once per test."""
+    return tmp_path_factory.mktemp("shared-data")
+
+
 def bearer(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}

@@ -72,3 +72,17 @@ def eval_relevance(settings: Settings, data: Path, model_dir: Path | None) -> di
             "threshold_tuned_on_these_rows": tuned_here
         }
     return {"benchmark": "relevance"} | result | {"baselines": baselines}
+
+
+def eval_extraction(settings: Settings, data: Path) -> dict[str, Any]:
+    """The model-free extractor against gold attributes (see docs/extraction.md for matching)."""
+    import asyncio
+
+    from service.evaluation import extraction
+    from service.inference.embedder import Embedder
+    from service.pipeline.extraction import RuleExtractor
+
+    rows = extraction.load_rows(data)
+    embedder = Embedder.load(settings.embedder_path, threads=settings.onnx_intra_op_threads)
+    result = asyncio.run(extraction.evaluate(RuleExtractor(), rows, embedder))
+    return {"benchmark": "extraction", "extractor": "rules"} | result

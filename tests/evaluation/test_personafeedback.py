@@ -12,8 +12,13 @@ from service.evaluation.personafeedback import load
 def _write(root: Path) -> None:
     (root / "persona").mkdir(parents=True)
     personas = [
-        {"Name": "A", "Demographics": {"Age": 30}, "Personality": {}, "Preference": ["tea"],
-         "Bias": {"x": {"y": 1}}},
+        {
+            "Name": "A",
+            "Demographics": {"Age": 30},
+            "Personality": {},
+            "Preference": ["tea"],
+            "Bias": {"x": {"y": 1}},
+        },
         {"Name": "", "Demographics": {}, "Personality": {}, "Preference": ["coffee"], "Bias": {}},
     ]
     (root / "persona" / "all_personas.jsonl").write_text(
