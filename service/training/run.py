@@ -84,7 +84,14 @@ def train_verifier(
     holdout = set((datasets_dir / "verification_val_holdout_conversations.txt").read_text().split())
     checked = sorted((datasets_dir / "verification_train").glob("checked_*.jsonl"))
     rows, counts = verifier_data.training_rows(data, checked, val_rows, holdout)
-    examples = verifier_data.window_examples(rows) + verifier_data.synthetic_examples(12)
+    written_path = datasets_dir / "verifier_train_written.jsonl"
+    written = verifier_data.written_rows(written_path) if written_path.exists() else []
+    counts["written_rows"] = len(written)
+    examples = (
+        verifier_data.window_examples(rows)
+        + verifier_data.window_examples(written)
+        + verifier_data.synthetic_examples(12)
+    )
     positives = sum(e.label for e in examples)
     log.info("verifier: %d window examples (%d positive)", len(examples), positives)
     config.pos_weight = max(1.0, (len(examples) - positives) / max(positives, 1) / 2)
@@ -109,6 +116,12 @@ def train_verifier(
             "window_examples": len(examples),
             "window_positives": int(positives),
             "validation_rows": len(val_rows),
+            # How far the raw file's labels are from a careful reading (why we retrained on
+            # hand-checked labels): share of pairs where the source label equals ours.
+            "source_label_agreement_validation": round(
+                float(np.mean([r["source_label"] == r["label"] for r in val_rows])), 4
+            ),
+            "source_label_agreement_train": counts["source_label_agreement"],
         },
         "validation": val,
         "hard_negatives_test": hard,

@@ -81,7 +81,7 @@ def load_jsonl(path: Path) -> list[dict[str, Any]]:
 
 def training_rows(
     source: Path, checked: Iterable[Path], val_rows: list[dict[str, Any]], holdout: set[str]
-) -> tuple[list[dict[str, Any]], dict[str, int]]:
+) -> tuple[list[dict[str, Any]], dict[str, float]]:
     by_id = {r["id"]: r for r in load_jsonl(source)}
     val_sentences = {
         r["attribute"].strip().lower() for r in val_rows if r.get("source_label") == "supported"
@@ -94,9 +94,11 @@ def training_rows(
             conv_persona.setdefault(r["id"].rsplit("-", 1)[0], set()).add(
                 r["attribute"].strip().lower()
             )
-    rows, dropped = [], 0
+    rows, dropped, agree, total = [], 0, 0, 0
     for path in checked:
         for label in load_jsonl(path):
+            total += 1
+            agree += label["source_label"] == label["label"]
             conv = label["conversation_id"]
             if conv in holdout or conv_persona.get(conv, set()) & val_sentences:
                 dropped += 1
@@ -111,7 +113,25 @@ def training_rows(
                     "conversation_id": conv,
                 }
             )
-    return rows, {"checked_rows_used": len(rows), "checked_rows_dropped_for_val": dropped}
+    return rows, {
+        "checked_rows_used": len(rows),
+        "checked_rows_dropped_for_val": dropped,
+        "source_label_agreement": round(agree / max(total, 1), 4),
+    }
+
+
+def written_rows(path: Path) -> list[dict[str, Any]]:
+    """Hand-written failure-mode cases for training (datasets/verifier_train_written.jsonl);
+    written apart from, and never mixed with, the held-out hand-written test set."""
+    return [
+        {
+            "conversation": r["conversation"],
+            "attribute": r["attribute"],
+            "supported": r["label"] == "supported",
+            "message_index": r.get("message_index"),
+        }
+        for r in load_jsonl(path)
+    ]
 
 
 def window_examples(rows: Iterable[Mapping[str, Any]], seed: int = 13) -> list[PointExample]:
