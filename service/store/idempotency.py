@@ -43,11 +43,9 @@ async def claim(
     )
     row = (await session.scalars(stmt)).one_or_none()
     if row is not None:
-        created = (
-            row.created_at if row.created_at.tzinfo else row.created_at.replace(tzinfo=now.tzinfo)
-        )
-        expired = now - created > ttl
-        stale = row.status_code is None and now - created > STALE_CLAIM
+        age = now - row.created_at  # UTCDateTime: always aware, on every backend
+        expired = age > ttl
+        stale = row.status_code is None and age > STALE_CLAIM
         if not (expired or stale):
             if row.request_hash != request_hash or row.method != method or row.path != path:
                 return Claim("mismatch")

@@ -73,3 +73,24 @@ async def test_invalid_key_header(api: Api) -> None:
     r = await api.client.post("/v1/users/u/attributes", json={"text": "a"}, headers=h)
     assert r.status_code == 422
     assert "Idempotency-Key" in r.json()["detail"]
+
+
+async def test_expired_key_runs_again(api: Api) -> None:
+    from datetime import timedelta
+
+    from sqlalchemy import update
+
+    from service.store.db import create_engine
+    from service.store.models import IdempotencyKey, utcnow
+
+    h = bearer(await api.new_tenant()) | {"Idempotency-Key": "old"}
+    first = await api.client.post("/v1/users/u/attributes", json={"text": "a"}, headers=h)
+    engine = create_engine(api.db.url, schema=api.db.schema)
+    async with engine.begin() as conn:
+        past = utcnow() - timedelta(seconds=api.settings.idempotency_ttl_seconds + 5)
+        await conn.execute(update(IdempotencyKey).values(created_at=past))
+    await engine.dispose()
+    again = await api.client.post("/v1/users/u/attributes", json={"text": "a"}, headers=h)
+    assert again.status_code == 201
+    assert again.json()["id"] != first.json()["id"]
+    assert "idempotent-replayed" not in again.headers
