@@ -90,9 +90,7 @@ def test_pointwise_training_learns_and_exports(tiny_base: Path, tmp_path: Path) 
 
 def test_pairwise_training_ranks_chosen_first(tiny_base: Path) -> None:
     encoder = CrossEncoder(tiny_base, max_length=32)
-    pairs = [
-        PairwiseExample("user loves dogs", f"{e.b} dog", e.b) for e in _examples(120, seed=3)
-    ]
+    pairs = [PairwiseExample("user loves dogs", f"{e.b} dog", e.b) for e in _examples(120, seed=3)]
     encoder.train(pairs, TrainConfig(epochs=4, batch_size=16, lr=2e-3, max_length=32))
     held = [PairwiseExample("user loves dogs", f"{e.b} dog", e.b) for e in _examples(30, seed=4)]
     chosen = encoder.predict([(p.a, p.chosen) for p in held])
