@@ -33,7 +33,7 @@ def main() -> None:
     random.Random(7).shuffle(keys)
     # One conversation per persona set, so each batch covers many different personas.
     conv_ids = [by_persona[k][0] for k in keys]
-    for i, name in enumerate("abcdefgh"):
+    for i, name in enumerate("abcdefghij"):
         chosen = conv_ids[i * CONVERSATIONS_PER_BATCH : (i + 1) * CONVERSATIONS_PER_BATCH]
         with (OUT / f"batch_{name}.jsonl").open("w", encoding="utf-8") as fh:
             for conv_id in chosen:

@@ -32,7 +32,7 @@ DATA = {
         "(`datasets/verification_train/checked_*.jsonl`, guide `datasets/LABELING.md`), plus "
         "template cases for known failure modes (`service/training/synthetic.py`, this "
         "project's own) and hand-written failure-mode cases "
-        "(`datasets/verifier_train_written.jsonl`, this project's own, written without sight of "
+        "(`datasets/verifier_train_written*.jsonl`, this project's own, written without sight of "
         "the test set). Validation: `datasets/verification_val_checked.jsonl` (hand-checked, "
         "persona groups held apart from training). Test of failure modes: "
         "`datasets/verifier_hard_negatives.jsonl` (hand-written, never trained on)."

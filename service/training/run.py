@@ -84,8 +84,11 @@ def train_verifier(
     holdout = set((datasets_dir / "verification_val_holdout_conversations.txt").read_text().split())
     checked = sorted((datasets_dir / "verification_train").glob("checked_*.jsonl"))
     rows, counts = verifier_data.training_rows(data, checked, val_rows, holdout)
-    written_path = datasets_dir / "verifier_train_written.jsonl"
-    written = verifier_data.written_rows(written_path) if written_path.exists() else []
+    written = [
+        row
+        for path in sorted(datasets_dir.glob("verifier_train_written*.jsonl"))
+        for row in verifier_data.written_rows(path)
+    ]
     counts["written_rows"] = len(written)
     examples = (
         verifier_data.window_examples(rows)
