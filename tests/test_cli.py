@@ -38,19 +38,21 @@ def _tailor(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("TAILOR_")}
+    # A file, not a pipe: an unread pipe fills up with the server's logs and blocks it.
+    log = (tmp_path / "server.log").open("wb")
     proc = subprocess.Popen(
         [sys.executable, "-m", "service.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
         cwd=tmp_path,
         env=env,
-        stdout=subprocess.PIPE,
+        stdout=log,
         stderr=subprocess.STDOUT,
     )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            out = proc.stdout.read().decode() if proc.stdout else ""
-            raise AssertionError(f"server exited: {out}")
+            out = (tmp_path / "server.log").read_text(errors="replace")
+            raise AssertionError(f"server exited: {out[-4000:]}")
         try:
             if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
                 break
@@ -64,6 +66,7 @@ def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+        log.close()
 
 
 def test_new_user_flow(server: tuple[str, Path]) -> None:
