@@ -30,7 +30,10 @@ Errors are `application/problem+json` (RFC 9457) with an `errors` list naming ea
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
-    logging.basicConfig(level=settings.log_level.upper())
+    # Root at WARNING: libraries (ONNX Runtime's quantizer logs every tensor at INFO) stay
+    # quiet; the service's own loggers follow the configured level.
+    logging.basicConfig(level=logging.WARNING)
+    logging.getLogger("tailor").setLevel(settings.log_level.upper())
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
