@@ -10,6 +10,7 @@ import numpy as np
 
 from service.config import Settings
 from service.evaluation import relevance, verification
+from service.evaluation.batching import score_in_sorted_batches
 
 
 def _classifier(settings: Settings, name: str, model_dir: Path | None) -> Any:
@@ -24,16 +25,11 @@ def _classifier(settings: Settings, name: str, model_dir: Path | None) -> Any:
     )
 
 
-def _batched(classifier: Any, batch: int = 64) -> Any:
+def _batched(classifier: Any) -> Any:
     """Score many pairs in length-sorted batches (the way the micro-batcher would)."""
 
     def score(pairs: list[tuple[str, str]]) -> np.ndarray:
-        order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))
-        out = np.zeros(len(pairs), dtype=np.float32)
-        for start in range(0, len(order), batch):
-            idx = order[start : start + batch]
-            out[idx] = classifier.score([pairs[i] for i in idx])
-        return out
+        return score_in_sorted_batches(classifier.score, pairs)
 
     return score
 

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from service.evaluation.batching import score_in_sorted_batches
+
 log = logging.getLogger("tailor.training")
 
 Pair = tuple[str, str]
@@ -88,14 +90,12 @@ class CrossEncoder:
     def predict(self, pairs: Sequence[Pair], batch_size: int = 64) -> np.ndarray:
         """Sigmoid scores, batches sorted by length for speed, returned in input order."""
         self.model.eval()
-        order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))
-        out = np.zeros(len(pairs), dtype=np.float32)
+
+        def sigmoid_scores(batch: list[Pair]) -> np.ndarray:
+            return np.asarray(self.torch.sigmoid(self.logits(batch)).numpy())
+
         with self.torch.inference_mode():
-            for start in range(0, len(order), batch_size):
-                idx = order[start : start + batch_size]
-                logits = self.logits([pairs[i] for i in idx])
-                out[idx] = self.torch.sigmoid(logits).numpy()
-        return out
+            return score_in_sorted_batches(sigmoid_scores, pairs, batch_size)
 
     def train(
         self,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import platform
 import random
 import shlex
@@ -65,7 +66,7 @@ def _finish(
         "base_model": str(encoder.base),
         "command": "tailor " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
         "machine": f"{platform.machine()} {platform.processor() or ''} "
-        f"{__import__('os').cpu_count()} CPUs".strip(),
+        f"{os.cpu_count()} CPUs".strip(),
     }
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     write_card(task, out, metrics, meta)
