@@ -16,6 +16,7 @@ from service.api import attributes, errors, health, users
 from service.api.middleware import BodyLimitMiddleware, IdempotencyMiddleware, MetricsMiddleware
 from service.config import Settings, get_settings
 from service.inference import ModelRegistry, Overloaded, overloaded_problem
+from service.llm.factory import build_llm
 from service.schemas.common import Problem
 from service.state import AppState
 from service.store.db import engine_from_settings, session_factory
@@ -45,9 +46,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             state.models = await asyncio.to_thread(ModelRegistry.load, settings)
             await state.models.start()
             state.readiness["models"] = state.models.readiness
+        state.llm = build_llm(settings)
         try:
             yield
         finally:
+            if state.llm is not None:
+                await state.llm.aclose()
             if state.models is not None:
                 await state.models.aclose()
             await engine.dispose()

@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from service.config import Settings
 from service.inference import ModelRegistry
+from service.llm.base import LLMClient
 
 # A readiness check returns None when ready or a short reason when not.
 ReadinessCheck = Callable[[], Awaitable[str | None]]
@@ -21,3 +22,4 @@ class AppState:
     sessions: async_sessionmaker[AsyncSession]
     readiness: dict[str, ReadinessCheck] = field(default_factory=dict)
     models: ModelRegistry | None = None
+    llm: LLMClient | None = None
