@@ -12,7 +12,8 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
 from service import __version__
-from service.api import attributes, errors, health, users
+from service.api import attributes, errors, extract, generate, health, pipeline_errors, users
+from service.api import select as select_api
 from service.api.middleware import BodyLimitMiddleware, IdempotencyMiddleware, MetricsMiddleware
 from service.config import Settings, get_settings
 from service.inference import ModelRegistry, Overloaded, overloaded_problem
@@ -63,6 +64,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     errors.install(app)
+    pipeline_errors.install(app)
 
     async def on_overloaded(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, Overloaded)
@@ -79,6 +81,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(attributes.router)
     app.include_router(users.router)
+    app.include_router(extract.router)
+    app.include_router(select_api.router)
+    app.include_router(generate.router)
 
     # Added last = outermost: metrics see every request, including 413s.
     app.add_middleware(IdempotencyMiddleware, state_holder=app)

@@ -94,6 +94,27 @@ class Settings(BaseSettings):
         default=60.0, gt=0, description="Whole budget of one call, retries included."
     )
 
+    # --- pipeline -------------------------------------------------------------------------
+    extractor: Literal["auto", "rules", "llm"] = Field(
+        default="auto",
+        description=(
+            "Default extractor: rules (no generative model), llm (the configured LLM); auto: "
+            "llm when TAILOR_LLM_BASE_URL is set, else rules."
+        ),
+    )
+    select_prefilter_k: int = Field(
+        default=32,
+        ge=1,
+        le=512,
+        description="Attributes the embedding prefilter passes to the relevance model.",
+    )
+    reply_max_tokens: int = Field(
+        default=256, ge=1, le=4096, description="Default reply length limit (tokens)."
+    )
+    reply_temperature: float = Field(
+        default=0.7, ge=0, le=2, description="Default sampling temperature of replies."
+    )
+
     @cached_property
     def resolved_database_url(self) -> str:
         if self.database_url:

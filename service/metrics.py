@@ -71,3 +71,32 @@ LLM_STRUCTURED_REPAIRS = Counter(
     "Structured answers that failed validation and were sent back once, by outcome.",
     ["backend", "outcome"],
 )
+
+# Pipeline (service/pipeline).
+EXTRACTION_CANDIDATES = Counter(
+    "tailor_extraction_candidates_total",
+    "Extraction candidates by extractor and verdict (supported, unsupported, ungrounded); "
+    "acceptance rate = supported / all.",
+    ["extractor", "verdict"],
+)
+EXTRACTION_ACTIONS = Counter(
+    "tailor_extraction_actions_total",
+    "What happened to each judged candidate: added, updated, superseded, rejected, not_stored.",
+    ["action"],
+)
+SELECTION_ATTRIBUTES = Counter(
+    "tailor_selection_attributes_total",
+    "Attributes seen by selection, by outcome (prefiltered_out, scored, selected); "
+    "selection rate = selected / (prefiltered_out + scored).",
+    ["outcome"],
+)
+SELECTION_SELECTED = Histogram(
+    "tailor_selection_selected_per_request",
+    "Attributes selected per selection request.",
+    buckets=(0, 1, 2, 3, 4, 5, 6, 8, 12),
+)
+GENERATIONS = Counter(
+    "tailor_generations_total",
+    "Replies generated, by variant (personalized, generic) and outcome.",
+    ["variant", "outcome"],
+)

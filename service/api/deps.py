@@ -11,9 +11,12 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.api.errors import ProblemError, not_found
+from service.inference import ModelRegistry
+from service.llm.base import LLMClient
 from service.schemas.common import USER_ID_PATTERN
 from service.state import AppState
 from service.store import tenants, users
+from service.store.db import transaction
 from service.store.models import User
 
 
@@ -48,9 +51,8 @@ class Caller:
         return f"key:{self.key_id}"
 
 
-async def get_caller(
-    session: SessionDep,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+async def _authenticate(
+    session: AsyncSession, credentials: HTTPAuthorizationCredentials | None
 ) -> Caller:
     if credentials is None or credentials.scheme.lower() != "bearer":
         raise ProblemError(
@@ -64,7 +66,52 @@ async def get_caller(
     return Caller(tenant_id=tenant_id, key_id=credentials.credentials[4:20])
 
 
+async def get_caller(
+    session: SessionDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Caller:
+    return await _authenticate(session, credentials)
+
+
+async def get_caller_outside_transaction(
+    state: StateDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Caller:
+    """The caller, authenticated in a short transaction of its own.
+
+    For routes that run models or an LLM: they must not hold the request's transaction open
+    for seconds (on SQLite every transaction holds the write lock), so they open short ones
+    themselves around their reads and their final writes."""
+    async with transaction(state.sessions) as session:
+        return await _authenticate(session, credentials)
+
+
 CallerDep = Annotated[Caller, Depends(get_caller)]
+AuthOnlyDep = Annotated[Caller, Depends(get_caller_outside_transaction)]
+
+
+def get_models(state: StateDep) -> ModelRegistry:
+    if state.models is None:
+        raise ProblemError(
+            503,
+            "This deployment runs without models (TAILOR_LOAD_MODELS=false).",
+            slug="models-unavailable",
+        )
+    return state.models
+
+
+def get_llm(state: StateDep) -> LLMClient:
+    if state.llm is None:
+        raise ProblemError(
+            503,
+            "No language model is configured: set TAILOR_LLM_BASE_URL or run the embedded one.",
+            slug="llm-unavailable",
+        )
+    return state.llm
+
+
+ModelsDep = Annotated[ModelRegistry, Depends(get_models)]
+LLMDep = Annotated[LLMClient, Depends(get_llm)]
 UserIdPath = Annotated[str, Path(pattern=USER_ID_PATTERN, description="Your id for the user.")]
 
 

@@ -86,17 +86,20 @@ async def _read_body(receive: Receive, limit: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def _replay(body: bytes) -> Receive:
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """The buffered body first; after it, the real channel, whose next message is the client's
+    disconnect. (Answering "disconnect" at once would make a streaming response, which listens
+    for it, stop before its first byte.)"""
     sent = False
 
-    async def receive() -> Message:
+    async def replay() -> Message:
         nonlocal sent
         if not sent:
             sent = True
             return {"type": "http.request", "body": body, "more_body": False}
-        return {"type": "http.disconnect"}
+        return await receive()
 
-    return receive
+    return replay
 
 
 class BodyLimitMiddleware:
@@ -121,7 +124,7 @@ class BodyLimitMiddleware:
             await _send_problem(send, 413, detail, "payload-too-large")
             return
         scope.setdefault("state", {})["raw_body"] = body
-        await self.app(scope, _replay(body), send)
+        await self.app(scope, _replay(body, receive), send)
 
 
 IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")

@@ -21,3 +21,15 @@ PROBLEMS: dict[int | str, dict[str, Any]] = {
     413: _doc("Request body too large."),
     422: _doc("Validation failed; `errors` names each offending field."),
 }
+
+# Routes that run models (429 when a model's queue is full) and, some of them, an LLM.
+MODEL_PROBLEMS: dict[int | str, dict[str, Any]] = {
+    **PROBLEMS,
+    429: _doc("A model's queue is full; retry after `Retry-After` seconds."),
+    503: _doc("Models not loaded, or no language model configured or reachable."),
+}
+LLM_PROBLEMS: dict[int | str, dict[str, Any]] = {
+    **MODEL_PROBLEMS,
+    502: _doc("The language model answered with something unusable."),
+    504: _doc("The language model did not answer within the deadline."),
+}

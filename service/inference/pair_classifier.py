@@ -13,6 +13,7 @@ Inputs are ``input_ids``, ``attention_mask`` and, for BERT-style graphs only, ``
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Sequence
@@ -50,6 +51,8 @@ class ModelCard:
     max_length: int
     threshold: float
     num_labels: int
+    # Most items a selection keeps (relevance); None when the model is not used to select.
+    cap: int | None = None
 
     @classmethod
     def read(cls, path: Path) -> ModelCard:
@@ -58,6 +61,11 @@ class ModelCard:
             raise ValueError(f"{path}: expected a JSON object")
         fields = (("task", str), ("max_length", int), ("threshold", float), ("num_labels", int))
         card = cls(**{key: _card_value(path, raw, key, convert) for key, convert in fields})
+        if raw.get("cap") is not None:
+            cap = _card_value(path, raw, "cap", int)
+            if cap < 1:
+                raise ValueError(f"{path}: cap must be at least 1, not {cap}")
+            card = dataclasses.replace(card, cap=cap)
         if card.num_labels not in (1, 2):
             raise ValueError(f"{path}: num_labels must be 1 or 2, not {card.num_labels}")
         if card.max_length < 4:

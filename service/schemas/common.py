@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 MAX_ATTRIBUTE_CHARS = 500
 MAX_CATEGORY_CHARS = 64
@@ -53,3 +54,18 @@ class Problem(BaseModel):
     detail: str | None = None
     instance: str | None = None
     errors: list[FieldError] | None = None
+
+
+def field_error(model: BaseModel, field: str, message: str) -> ValidationError:
+    """A cross-field check's failure located at ``field`` (so the problem document names
+    ``body.<field>``, not just ``body``); raise it from a model validator."""
+    return ValidationError.from_exception_data(
+        type(model).__name__,
+        [
+            InitErrorDetails(
+                type=PydanticCustomError("value_error", message),
+                loc=(field,),
+                input=getattr(model, field, None),
+            )
+        ],
+    )

@@ -71,6 +71,20 @@ class AttributeRepository:
         stmt = stmt.order_by(Attribute.id).limit(limit)
         return list((await self.session.scalars(stmt)).all())
 
+    async def all_active(self, user: User) -> list[Attribute]:
+        """Every active attribute of the user: selection and merging compare against all of
+        them (brute force over the stored vectors; a user holds hundreds, not millions)."""
+        stmt = (
+            select(Attribute)
+            .where(
+                Attribute.tenant_id == self.tenant_id,
+                Attribute.user_id == user.id,
+                Attribute.status == "active",
+            )
+            .order_by(Attribute.id)
+        )
+        return list((await self.session.scalars(stmt)).all())
+
     async def get(self, user: User, attribute_id: str) -> Attribute | None:
         stmt = select(Attribute).where(
             Attribute.tenant_id == self.tenant_id,
@@ -127,6 +141,31 @@ class AttributeRepository:
         await self.session.flush()
         action = "status_changed" if set(changes) == {"status"} else "updated"
         self._audit(attribute, action, actor, before=before, after=snapshot(attribute))
+        return attribute
+
+    async def add_evidence(
+        self,
+        attribute: Attribute,
+        evidence: EvidenceIn,
+        *,
+        actor: str,
+        verifier_score: float | None = None,
+    ) -> Attribute:
+        """A restatement of a known fact: keep one attribute, add the new quote to it."""
+        before = snapshot(attribute)
+        attribute.evidence.append(
+            Evidence(
+                tenant_id=self.tenant_id,
+                user_id=attribute.user_id,
+                message_index=evidence.message_index,
+                quote=evidence.quote,
+            )
+        )
+        if verifier_score is not None:
+            attribute.verifier_score = verifier_score
+        attribute.updated_at = utcnow()
+        await self.session.flush()
+        self._audit(attribute, "evidence_added", actor, before=before, after=snapshot(attribute))
         return attribute
 
     async def supersede(self, old: Attribute, new: Attribute, *, actor: str) -> None:

@@ -1,0 +1,104 @@
+"""POST /v1/extract and POST /v1/verify"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from service.api.deps import IDEMPOTENT, AuthOnlyDep, ModelsDep, StateDep
+from service.api.responses import LLM_PROBLEMS, MODEL_PROBLEMS
+from service.pipeline import extract as extraction
+from service.pipeline.extractors import choose
+from service.pipeline.verify import max_pairs, verify_attributes
+from service.schemas.common import EvidenceSchema
+from service.schemas.pipeline import (
+    CandidateOut,
+    ExtractRequest,
+    ExtractResponse,
+    VerdictOut,
+    VerifyRequest,
+    VerifyResponse,
+)
+from service.store.db import transaction
+from service.store.users import get_or_create_user
+
+router = APIRouter(prefix="/v1", tags=["pipeline"])
+
+
+@router.post(
+    "/extract", response_model=ExtractResponse, responses=LLM_PROBLEMS, dependencies=IDEMPOTENT
+)
+async def extract(
+    state: StateDep, caller: AuthOnlyDep, models: ModelsDep, body: ExtractRequest
+) -> ExtractResponse:
+    """Candidate facts about the user, each with its verdict and what was done with it.
+
+    Every candidate quotes a user message; one whose quote is not in that message is
+    `ungrounded`, one the verifier rejects is `unsupported`. With a `user_id` (and `store` not
+    false) the supported ones are merged into the user's attributes: a restatement adds
+    evidence to the stored attribute, a contradiction supersedes it (both kept in the audit
+    log). Nothing is written unless the whole request succeeds."""
+    conversation = [m.model_dump() for m in body.conversation]
+    extractor = choose(body.extractor, state.settings, state.llm)
+    judged = await extraction.judge(
+        conversation, extractor, models, pair_limit=max_pairs(state.settings.batch_queue_size)
+    )
+    store = body.store if body.store is not None else body.user_id is not None
+    if store and body.user_id is not None:
+        async with transaction(state.sessions) as session:
+            user = await get_or_create_user(session, caller.tenant_id, body.user_id)
+            outcomes = await extraction.store(
+                session, caller.tenant_id, user, judged, actor=caller.actor
+            )
+    else:
+        outcomes = extraction.not_stored(judged)
+    return ExtractResponse(
+        candidates=[
+            CandidateOut(
+                text=o.judged.candidate.text,
+                category=o.judged.candidate.category,
+                verdict=o.judged.verdict,
+                score=o.judged.score,
+                evidence=EvidenceSchema(
+                    message_index=o.judged.candidate.message_index,
+                    quote=o.judged.candidate.quote,
+                ),
+                action=o.action,
+                reason=o.judged.reason,
+                extractor=o.judged.candidate.source,
+                attribute_id=o.attribute_id,
+                related_attribute_id=o.related_id,
+            )
+            for o in outcomes
+        ],
+        stored=store,
+        user_id=body.user_id,
+    )
+
+
+@router.post("/verify", response_model=VerifyResponse, responses=MODEL_PROBLEMS)
+async def verify(
+    state: StateDep, caller: AuthOnlyDep, models: ModelsDep, body: VerifyRequest
+) -> VerifyResponse:
+    """Stateless verdicts: is each attribute stated by the user in this conversation?
+
+    Each attribute is scored against every user message (with the partner's preceding words
+    as context); the best-scoring message is reported. Nothing is stored."""
+    conversation = [m.model_dump() for m in body.conversation]
+    verdicts = await verify_attributes(
+        models,
+        conversation,
+        body.attributes,
+        pair_limit=max_pairs(state.settings.batch_queue_size),
+    )
+    return VerifyResponse(
+        results=[
+            VerdictOut(
+                text=v.text,
+                verdict="supported" if v.supported else "unsupported",
+                score=v.score,
+                message_index=v.message_index,
+            )
+            for v in verdicts
+        ],
+        threshold=models.classifier("verifier").threshold,
+    )

@@ -1,0 +1,53 @@
+"""Problem documents for what the pipeline can raise (the routers stay free of try/except)."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from service.api.errors import problem_response
+from service.inference import ModelNotLoaded
+from service.llm.base import LLMError, llm_problem
+from service.pipeline.extract import EmbedderMissing
+from service.pipeline.extractors import NoLLMForExtraction
+from service.pipeline.verify import TooManyPairs
+
+
+async def _too_many_pairs(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, TooManyPairs)
+    field = "body.attributes" if request.url.path.endswith("/verify") else "body.conversation"
+    return problem_response(
+        422,
+        str(exc),
+        slug="too-many-pairs",
+        instance=request.url.path,
+        errors=[{"field": field, "message": str(exc), "type": "too_many_pairs"}],
+    )
+
+
+async def _unavailable(request: Request, exc: Exception) -> JSONResponse:
+    return problem_response(503, str(exc), slug="models-unavailable", instance=request.url.path)
+
+
+async def _no_llm(request: Request, exc: Exception) -> JSONResponse:
+    return problem_response(503, str(exc), slug="llm-unavailable", instance=request.url.path)
+
+
+async def _llm_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, LLMError)
+    problem = llm_problem(exc)
+    return problem_response(
+        problem.status,
+        problem.detail,
+        slug=problem.slug,
+        instance=request.url.path,
+        headers=problem.headers,
+    )
+
+
+def install(app: FastAPI) -> None:
+    app.add_exception_handler(TooManyPairs, _too_many_pairs)
+    app.add_exception_handler(EmbedderMissing, _unavailable)
+    app.add_exception_handler(ModelNotLoaded, _unavailable)
+    app.add_exception_handler(NoLLMForExtraction, _no_llm)
+    app.add_exception_handler(LLMError, _llm_error)

@@ -1,0 +1,103 @@
+"""Selection: the few stored attributes that matter for the next prompt.
+
+Two stages, because raw similarity is what users of memory services complain about (it returns
+whatever is near, relevant or not) while a cross-encoder on every attribute would cost one model
+pair per stored fact on every chat turn:
+1. embedding prefilter: cosine between the prompt and each attribute's stored vector (brute
+   force per user; no vector database), keep the ``prefilter_k`` nearest;
+2. the relevance cross-encoder scores (prompt, attribute) for those; an attribute is selected
+   when its score reaches the calibrated threshold from the model card, at most ``cap`` of
+   them, highest first (the card's cap, tuned with the threshold on held-out users).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from service import metrics
+from service.inference import ModelRegistry
+from service.inference.embedder import Embedder
+from service.pipeline.extract import EmbedderMissing
+from service.store.attributes import AttributeRepository
+from service.store.users import get_user
+
+RELEVANCE = "relevance"
+DEFAULT_CAP = 6
+
+
+@dataclass(frozen=True)
+class Item:
+    text: str
+    id: str | None = None
+    vector: NDArray[np.float32] | None = None
+
+
+@dataclass(frozen=True)
+class Scored:
+    text: str
+    id: str | None
+    similarity: float
+    # None when the prefilter dropped it (the cross-encoder never saw it).
+    score: float | None
+    selected: bool
+
+
+async def select(
+    models: ModelRegistry, prompt: str, items: Sequence[Item], *, prefilter_k: int
+) -> list[Scored]:
+    """Every item with its similarity, score and whether it is selected; the scored ones first,
+    by score, then the rest by similarity."""
+    if not items:
+        return []
+    embedder = models.embedder
+    if embedder is None:
+        raise EmbedderMissing("selection needs the embedder; it is not loaded")
+    classifier = models.classifier(RELEVANCE)
+    # No stored vector, or one from another embedder (the deployment changed models): embed now.
+    missing = [
+        i
+        for i, item in enumerate(items)
+        if item.vector is None or item.vector.shape != (embedder.dim,)
+    ]
+    texts = [prompt] + [items[i].text for i in missing]
+    encoded = await embedder.aencode(texts)
+    prompt_vector = encoded[0]
+    vectors = [item.vector for item in items]
+    for k, i in enumerate(missing):
+        vectors[i] = encoded[k + 1]
+    matrix = np.stack([v for v in vectors if v is not None])
+    similarity = matrix @ prompt_vector
+    shortlist = [int(i) for i in np.argsort(-similarity, kind="stable")[:prefilter_k]]
+    scores = await models.get(RELEVANCE).submit([(prompt, items[i].text) for i in shortlist])
+    cap = classifier.card.cap or DEFAULT_CAP
+    ranked = sorted(zip(shortlist, scores, strict=True), key=lambda p: -float(p[1]))
+    chosen = {i for i, s in ranked[:cap] if float(s) >= classifier.threshold}
+    score_of = {i: float(s) for i, s in ranked}
+    out = [
+        Scored(items[i].text, items[i].id, float(similarity[i]), score_of[i], i in chosen)
+        for i, _ in ranked
+    ]
+    rest = [i for i in np.argsort(-similarity, kind="stable") if int(i) not in score_of]
+    out += [Scored(items[i].text, items[i].id, float(similarity[i]), None, False) for i in rest]
+    metrics.SELECTION_ATTRIBUTES.labels("scored").inc(len(shortlist))
+    metrics.SELECTION_ATTRIBUTES.labels("prefiltered_out").inc(len(rest))
+    metrics.SELECTION_ATTRIBUTES.labels("selected").inc(len(chosen))
+    metrics.SELECTION_SELECTED.observe(len(chosen))
+    return out
+
+
+async def stored_items(session: AsyncSession, tenant_id: str, external_id: str) -> list[Item]:
+    """The user's active attributes with their stored vectors; none for an unknown user (a
+    first chat turn is normal, and another tenant's user is unknown here too)."""
+    user = await get_user(session, tenant_id, external_id)
+    if user is None:
+        return []
+    rows = await AttributeRepository(session, tenant_id).all_active(user)
+    return [
+        Item(r.text, r.id, Embedder.from_bytes(r.embedding) if r.embedding else None) for r in rows
+    ]

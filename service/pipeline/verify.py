@@ -1,0 +1,106 @@
+"""Verification: is a statement about the user supported by what the user said?
+
+The verifier is a cross-encoder over (attribute, window) pairs, one window per user message
+(windows.py). Two entry points:
+- ``verify_attributes``: stateless verdicts for free-standing attributes; every user window is
+  scored and the best one names the evidence message (max-pooling, as the model was trained).
+- ``verify_candidates``: extraction candidates already name their evidence message, so each is
+  scored against that window only. A fact must be supported by the words it cites; max-pooling
+  over other messages would let a candidate borrow support it does not quote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from service.inference import ModelRegistry
+from service.pipeline.extraction.types import Candidate
+from service.pipeline.windows import Window, user_windows
+
+VERIFIER = "verifier"
+
+
+class TooManyPairs(ValueError):
+    """A request would queue more verifier pairs than one request may (see max_pairs)."""
+
+    def __init__(self, pairs: int, limit: int) -> None:
+        super().__init__(
+            f"this request needs {pairs} verifier pairs (attributes x user messages); "
+            f"at most {limit} are scored per request: send fewer attributes or a shorter "
+            "conversation"
+        )
+        self.pairs = pairs
+        self.limit = limit
+
+
+@dataclass(frozen=True)
+class Verdict:
+    text: str
+    score: float
+    supported: bool
+    # The user message whose window scored highest; None when the user said nothing.
+    message_index: int | None
+
+
+def max_pairs(queue_size: int) -> int:
+    """Half the model's queue: one request alone can never fill the queue and turn every other
+    caller's request into a 429."""
+    return max(1, queue_size // 2)
+
+
+async def verify_attributes(
+    models: ModelRegistry,
+    conversation: Sequence[Mapping[str, str]],
+    attributes: Sequence[str],
+    *,
+    pair_limit: int,
+) -> list[Verdict]:
+    windows = user_windows(conversation)
+    classifier = models.classifier(VERIFIER)
+    if not windows:
+        return [Verdict(a, 0.0, False, None) for a in attributes]
+    pairs = [(a, w.text) for a in attributes for w in windows]
+    if len(pairs) > pair_limit:
+        raise TooManyPairs(len(pairs), pair_limit)
+    scores = await models.get(VERIFIER).submit(pairs) if pairs else np.zeros(0, np.float32)
+    verdicts = []
+    for i, text in enumerate(attributes):
+        row = scores[i * len(windows) : (i + 1) * len(windows)]
+        best = int(np.argmax(row))
+        score = float(row[best])
+        verdicts.append(
+            Verdict(text, score, score >= classifier.threshold, windows[best].message_index)
+        )
+    return verdicts
+
+
+async def verify_candidates(
+    models: ModelRegistry,
+    conversation: Sequence[Mapping[str, str]],
+    candidates: Sequence[Candidate],
+    *,
+    pair_limit: int,
+) -> list[Verdict]:
+    """One verdict per candidate, scored against the window of the message it quotes.
+
+    Candidates must be grounded already (their message is a user message)."""
+    by_index: dict[int, Window] = {w.message_index: w for w in user_windows(conversation)}
+    classifier = models.classifier(VERIFIER)
+    pairs = []
+    for c in candidates:
+        window = by_index.get(c.message_index)
+        if window is None:
+            raise ValueError(f"candidate cites message {c.message_index}, not a user message")
+        pairs.append((c.text, window.text))
+    if len(pairs) > pair_limit:
+        raise TooManyPairs(len(pairs), pair_limit)
+    if not pairs:
+        return []
+    scores = await models.get(VERIFIER).submit(pairs)
+    return [
+        Verdict(c.text, float(s), float(s) >= classifier.threshold, c.message_index)
+        for c, s in zip(candidates, scores, strict=True)
+    ]
