@@ -71,3 +71,13 @@ LLM_STRUCTURED_REPAIRS = Counter(
     "Structured answers that failed validation and were sent back once, by outcome.",
     ["backend", "outcome"],
 )
+
+# PersonaFeedback evaluation runs (service/evaluation, POST /v1/eval and the CLI).
+EVAL_RUNS_STARTED = Counter("tailor_eval_runs_started_total", "Evaluation runs started.")
+EVAL_RUNS_FINISHED = Counter(
+    "tailor_eval_runs_finished_total", "Evaluation runs that finished with results."
+)
+EVAL_RUNS_FAILED = Counter("tailor_eval_runs_failed_total", "Evaluation runs marked failed.")
+EVAL_CASES_SCORED = Counter(
+    "tailor_eval_cases_scored_total", "PersonaFeedback cases scored, by judge.", ["judge"]
+)
