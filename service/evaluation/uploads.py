@@ -90,8 +90,9 @@ def safe_name(name: str) -> PurePosixPath:
 def _zip_members(archive: zipfile.ZipFile, limits: UploadLimits) -> list[_Member]:
     members = []
     for info in archive.infolist():
-        mode = info.external_attr >> 16
-        if mode and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        # Unix type bits, when the archiver recorded them (many leave them 0: a plain file).
+        kind = stat.S_IFMT(info.external_attr >> 16)
+        if kind and kind not in (stat.S_IFREG, stat.S_IFDIR):
             raise _bad(
                 f"member {info.filename!r} is a link or special file", "unsafe-archive-member"
             )
