@@ -6,7 +6,7 @@ import asyncio
 import base64
 from typing import Annotated, Any
 
-from fastapi import APIRouter, File, Path, UploadFile
+from fastapi import APIRouter, BackgroundTasks, File, Path, UploadFile
 from fastapi.responses import Response
 
 from service.api.deps import IDEMPOTENT, CallerDep, SessionDep, StateDep
@@ -18,7 +18,6 @@ from service.schemas.common import ID_PATTERN
 from service.schemas.eval import EvalAccepted, EvalRequest, EvalRunOut, UploadOut
 from service.state import AppState
 from service.store import evalruns
-from service.store.db import transaction
 from service.store.models import EvalRun
 
 router = APIRouter(prefix="/v1/eval", tags=["evaluation"])
@@ -72,7 +71,14 @@ def _check_data(state: AppState, tenant_id: str, body: EvalRequest) -> None:
     responses=PROBLEMS | {503: {"description": "The judge's model or LLM is not available."}},
     dependencies=IDEMPOTENT,
 )
-async def start_run(body: EvalRequest, state: StateDep, caller: CallerDep) -> Response:
+async def start_run(
+    body: EvalRequest,
+    state: StateDep,
+    session: SessionDep,
+    caller: CallerDep,
+    response: Response,
+    background: BackgroundTasks,
+) -> EvalAccepted:
     """Start a run of `judge` over a dataset (by name) or an uploaded archive; poll
     GET /v1/eval/{run_id}."""
     _check_judge(state, body.judge)
@@ -80,17 +86,12 @@ async def start_run(body: EvalRequest, state: StateDep, caller: CallerDep) -> Re
     worker = state.eval_worker
     if worker is None:
         raise ProblemError(503, "the evaluation runner is not running", slug="unavailable")
-    # Committed before the worker hears of it, so it always finds the row.
-    async with transaction(state.sessions) as session:
-        run = await evalruns.create(session, caller.tenant_id, body.model_dump(exclude_none=True))
-    worker.submit(caller.tenant_id, run.id)
-    accepted = EvalAccepted(run_id=run.id, status="queued")
-    return Response(
-        accepted.model_dump_json(),
-        status_code=202,
-        media_type="application/json",
-        headers={"Location": f"/v1/eval/{run.id}"},
-    )
+    run = await evalruns.create(session, caller.tenant_id, body.model_dump(exclude_none=True))
+    # Background tasks run after the request's transaction has committed, so the worker
+    # always finds the row.
+    background.add_task(worker.submit, caller.tenant_id, run.id)
+    response.headers["Location"] = f"/v1/eval/{run.id}"
+    return EvalAccepted(run_id=run.id, status="queued")
 
 
 @router.post(

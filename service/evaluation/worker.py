@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from service import metrics
@@ -174,8 +175,12 @@ class EvalWorker:
         while True:
             await asyncio.sleep(self._heartbeat_s)
             self._progress["heartbeat_at"] = _now()
-            async with transaction(self._sessions) as session:
-                await evalruns.set_progress(session, tenant_id, run_id, dict(self._progress))
+            try:
+                async with transaction(self._sessions) as session:
+                    await evalruns.set_progress(session, tenant_id, run_id, dict(self._progress))
+            except SQLAlchemyError as exc:
+                # A busy database delays a heartbeat; it must not stop the run.
+                log.warning("eval run %s: progress not saved (%s)", run_id, exc)
 
     async def _execute(self, tenant_id: str, run_id: str) -> None:
         async with transaction(self._sessions) as session:
