@@ -227,6 +227,9 @@ class EvalWorker:
             beat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await beat
+        # The CLI's two descriptive keys, so results carry exactly the CLI's keys.
+        source = params.get("dataset") or f"upload:{params.get('upload_id')}"
+        results = {"benchmark": "personafeedback", "data": source} | results
         self._progress["heartbeat_at"] = _now()
         async with transaction(self._sessions) as session:
             await evalruns.finish(

@@ -127,6 +127,7 @@ async def test_same_run_twice_same_numbers_as_the_cli(eval_api: Api) -> None:
         show_progress=False,
     )
     assert numbers(cli) == numbers(docs[0]["results"])
+    assert set(cli) == set(docs[0]["results"])
 
 
 @pytest.mark.parametrize("name", ["..", "../tiny", "/etc", "tiny/../..", ".hidden", "a\\b"])
