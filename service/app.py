@@ -14,8 +14,11 @@ from fastapi.responses import JSONResponse
 from service import __version__
 from service.api import attributes, errors, extract, generate, health, pipeline_errors, users
 from service.api import select as select_api
+from service.api import eval as eval_api
 from service.api.middleware import BodyLimitMiddleware, IdempotencyMiddleware, MetricsMiddleware
 from service.config import Settings, get_settings
+from service.evaluation.judges import Judge, build_judge
+from service.evaluation.worker import EvalWorker
 from service.inference import ModelRegistry, Overloaded, overloaded_problem
 from service.llm.factory import build_llm
 from service.schemas.common import Problem
@@ -48,9 +51,27 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await state.models.start()
             state.readiness["models"] = state.models.readiness
         state.llm = build_llm(settings)
+
+        def judge_for(name: str, seed: int) -> Judge:
+            # Read at run time: the models and the LLM client are whatever the process holds.
+            models = state.models
+            reward = models.classifiers.get("reward") if models is not None else None
+            embedder = models.embedder if models is not None else None
+            return build_judge(
+                name,
+                seed=seed,
+                reward_score=reward.score if reward is not None else None,
+                encode=embedder.encode if embedder is not None else None,
+                llm=state.llm,
+                llm_concurrency=settings.eval_llm_concurrency,
+            )
+
+        state.eval_worker = EvalWorker(state.sessions, settings, judge_for)
+        await state.eval_worker.start()
         try:
             yield
         finally:
+            await state.eval_worker.aclose()
             if state.llm is not None:
                 await state.llm.aclose()
             if state.models is not None:
@@ -84,10 +105,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(extract.router)
     app.include_router(select_api.router)
     app.include_router(generate.router)
+    app.include_router(eval_api.router)
 
     # Added last = outermost: metrics see every request, including 413s.
     app.add_middleware(IdempotencyMiddleware, state_holder=app)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_bytes=settings.max_body_bytes,
+        overrides={eval_api.UPLOAD_PATH: settings.eval_upload_max_bytes},
+    )
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,

@@ -132,6 +132,29 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
         result = commands.eval_relevance(settings, Path(args.data), model)
     elif args.benchmark == "extraction":
         result = commands.eval_extraction(settings, Path(args.data))
+    elif args.benchmark == "personafeedback":
+        from service.evaluation.judges import JudgeUnavailable
+        from service.evaluation.runner import Selection
+
+        selection = Selection(
+            tuple(args.splits.split(",")) if args.splits else None,
+            tuple(args.tiers.split(",")) if args.tiers else None,
+            args.limit,
+        )
+        try:
+            result = commands.eval_personafeedback(
+                settings,
+                Path(args.data),
+                args.judge,
+                selection=selection,
+                seed=args.seed,
+                model_dir=model,
+                topics=Path(args.topics) if args.topics else None,
+                show_progress=not args.no_progress,
+            )
+        except JudgeUnavailable as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     else:
         print(f"error: unknown benchmark {args.benchmark}", file=sys.stderr)
         return 2
@@ -185,10 +208,24 @@ def build_parser() -> argparse.ArgumentParser:
     train.set_defaults(func=_train)
 
     evaluate = sub.add_parser("eval", help="score a model or pipeline on a benchmark file")
-    evaluate.add_argument("benchmark", choices=["verification", "relevance", "extraction"])
+    evaluate.add_argument(
+        "benchmark", choices=["verification", "relevance", "extraction", "personafeedback"]
+    )
     evaluate.add_argument("--data", required=True)
     evaluate.add_argument("--model", help="model directory (default: TAILOR_MODELS_DIR/<name>)")
     evaluate.add_argument("--json", action="store_true", help="one JSON object as the last line")
+    # personafeedback only
+    evaluate.add_argument(
+        "--judge", choices=["reward", "llm", "embedding", "random"], default="reward"
+    )
+    evaluate.add_argument("--splits", help="personafeedback: comma-separated (general,specific)")
+    evaluate.add_argument("--tiers", help="personafeedback: comma-separated (easy,medium,hard)")
+    evaluate.add_argument("--limit", type=int, help="personafeedback: cases per split/tier")
+    evaluate.add_argument("--seed", type=int, default=0, help="random judge and bootstrap seed")
+    evaluate.add_argument(
+        "--topics", help="personafeedback: prefeval_implicit.jsonl, to report held-out topics"
+    )
+    evaluate.add_argument("--no-progress", action="store_true", help="no progress bar")
     evaluate.set_defaults(func=_eval)
 
     openapi = sub.add_parser("openapi", help="write the OpenAPI document as YAML")

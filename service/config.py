@@ -113,6 +113,39 @@ class Settings(BaseSettings):
     )
     reply_temperature: float = Field(
         default=0.7, ge=0, le=2, description="Default sampling temperature of replies."
+    # --- evaluation (POST /v1/eval, tailor eval personafeedback) -----------------------
+    eval_data_dir: Path | None = Field(
+        default=None,
+        description=(
+            "Directory whose subfolders are the datasets POST /v1/eval may name (e.g. "
+            "pf_prefeval); unset: <data_dir>/eval."
+        ),
+    )
+    eval_upload_max_bytes: int = Field(
+        default=64 << 20,
+        ge=1024,
+        description="Largest body of POST /v1/eval/uploads (the archive); other routes keep "
+        "max_body_bytes.",
+    )
+    eval_upload_max_uncompressed_bytes: int = Field(
+        default=512 << 20, ge=1024, description="Largest total size of an upload's files."
+    )
+    eval_upload_max_members: int = Field(
+        default=1000, ge=1, description="Most files and folders in an uploaded archive."
+    )
+    eval_upload_max_ratio: float = Field(
+        default=200.0,
+        gt=1,
+        description="Largest uncompressed/compressed size ratio of an upload (zip bombs).",
+    )
+    eval_llm_concurrency: int = Field(
+        default=8, ge=1, description="LLM judge calls in flight at once during a run."
+    )
+    eval_stale_after_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="A run marked running whose heartbeat is older than this is taken over "
+        "(resumed) at start-up; its process is presumed dead.",
     )
 
     @cached_property
@@ -121,6 +154,14 @@ class Settings(BaseSettings):
             return self.database_url
         path = (self.data_dir / "tailor.db").resolve()
         return f"sqlite+aiosqlite:///{path}"
+
+    @property
+    def eval_data_root(self) -> Path:
+        return self.eval_data_dir if self.eval_data_dir is not None else self.data_dir / "eval"
+
+    @property
+    def eval_uploads_dir(self) -> Path:
+        return self.data_dir / "eval-uploads"
 
     @property
     def is_sqlite(self) -> bool:

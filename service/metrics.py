@@ -99,4 +99,12 @@ GENERATIONS = Counter(
     "tailor_generations_total",
     "Replies generated, by variant (personalized, generic) and outcome.",
     ["variant", "outcome"],
+# PersonaFeedback evaluation runs (service/evaluation, POST /v1/eval and the CLI).
+EVAL_RUNS_STARTED = Counter("tailor_eval_runs_started_total", "Evaluation runs started.")
+EVAL_RUNS_FINISHED = Counter(
+    "tailor_eval_runs_finished_total", "Evaluation runs that finished with results."
+)
+EVAL_RUNS_FAILED = Counter("tailor_eval_runs_failed_total", "Evaluation runs marked failed.")
+EVAL_CASES_SCORED = Counter(
+    "tailor_eval_cases_scored_total", "PersonaFeedback cases scored, by judge.", ["judge"]
 )

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from service.config import Settings
+from service.evaluation.worker import EvalWorker
 from service.inference import ModelRegistry
 from service.llm.base import LLMClient
 
@@ -23,3 +24,5 @@ class AppState:
     readiness: dict[str, ReadinessCheck] = field(default_factory=dict)
     models: ModelRegistry | None = None
     llm: LLMClient | None = None
+    # The background runner of POST /v1/eval (service/evaluation/worker.py).
+    eval_worker: EvalWorker | None = None

@@ -106,20 +106,25 @@ class BodyLimitMiddleware:
     """413 for a body over the limit, checked on Content-Length and on the bytes received.
     The (bounded) body is buffered and handed on, so later layers can read it again."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(
+        self, app: ASGIApp, max_bytes: int, overrides: dict[str, int] | None = None
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        # Exact paths with their own limit (archive uploads are larger than any JSON body).
+        self.overrides = dict(overrides or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS", "DELETE"):
             await self.app(scope, receive, send)
             return
-        detail = f"Request body exceeds {self.max_bytes} bytes."
+        max_bytes = self.overrides.get(scope["path"], self.max_bytes)
+        detail = f"Request body exceeds {max_bytes} bytes."
         length = Headers(scope=scope).get("content-length")
-        if length is not None and length.isdigit() and int(length) > self.max_bytes:
+        if length is not None and length.isdigit() and int(length) > max_bytes:
             await _send_problem(send, 413, detail, "payload-too-large")
             return
-        body = await _read_body(receive, self.max_bytes)
+        body = await _read_body(receive, max_bytes)
         if body is None:
             await _send_problem(send, 413, detail, "payload-too-large")
             return

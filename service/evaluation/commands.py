@@ -82,3 +82,80 @@ def eval_extraction(settings: Settings, data: Path) -> dict[str, Any]:
     embedder = Embedder.load(settings.embedder_path, threads=settings.onnx_intra_op_threads)
     result = asyncio.run(extraction.evaluate(RuleExtractor(), rows, embedder))
     return {"benchmark": "extraction", "extractor": "rules"} | result
+
+
+def eval_personafeedback(
+    settings: Settings,
+    data: Path,
+    judge: str,
+    *,
+    selection: Any = None,
+    seed: int = 0,
+    model_dir: Path | None = None,
+    topics: Path | None = None,
+    show_progress: bool = True,
+) -> dict[str, Any]:
+    """A judge on a PersonaFeedback-layout directory: the same runner as POST /v1/eval.
+
+    ``topics`` (prefeval_implicit.jsonl) splits the figures into the reward model's held-out
+    topics and the topics it was trained on (``by_group``), since pf_prefeval's users include
+    its training users.
+    """
+    import asyncio
+
+    from tqdm import tqdm
+
+    from service.evaluation import runner
+    from service.evaluation.judges import build_judge
+    from service.llm.factory import build_llm
+
+    dataset = runner.select_cases(data, selection or runner.Selection())
+    groups = None
+    if topics is not None:
+        # Imported here: the training module pulls in torch.
+        from service.training.run import REWARD_VAL_TOPICS, topic_of_user
+
+        topic = topic_of_user(topics)
+        held = {user for user, t in topic.items() if t in REWARD_VAL_TOPICS}
+        groups = {"held_out_topics": held, "trained_topics": set(topic) - held}
+
+    async def main() -> dict[str, Any]:
+        reward_score = encode = llm = None
+        if judge == "reward":
+            reward_score = _classifier(settings, "reward", model_dir).score
+        elif judge == "embedding":
+            from service.inference.embedder import Embedder
+
+            embedder = Embedder.load(settings.embedder_path, threads=settings.onnx_intra_op_threads)
+            encode = embedder.encode
+        elif judge == "llm":
+            llm = build_llm(settings)
+        scorer = build_judge(
+            judge,
+            seed=seed,
+            reward_score=reward_score,
+            encode=encode,
+            llm=llm,
+            llm_concurrency=settings.eval_llm_concurrency,
+        )
+        bar = tqdm(total=len(dataset.cases), unit="case", disable=not show_progress)
+
+        async def progress(done: int, total: int) -> None:
+            bar.update(done - bar.n)
+
+        try:
+            return await runner.run(
+                dataset.cases,
+                scorer,
+                seed=seed,
+                problems=dataset.problems,
+                groups=groups,
+                progress=progress,
+            )
+        finally:
+            bar.close()
+            if llm is not None:
+                await llm.aclose()
+
+    result = asyncio.run(main())
+    return {"benchmark": "personafeedback", "data": str(data)} | result

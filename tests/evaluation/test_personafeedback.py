@@ -54,3 +54,26 @@ def test_filters(tmp_path: Path) -> None:
     _write(tmp_path)
     assert [c.key for c in load(tmp_path, splits=["specific"]).cases] == ["specific/easy"]
     assert load(tmp_path, tiers=["medium"]).cases == []
+
+
+TINY = Path(__file__).resolve().parents[1] / "fixtures" / "personafeedback_tiny"
+
+
+def test_tiny_fixture_reads_both_spellings_and_reports_the_bad_row() -> None:
+    data = load(TINY)
+    keys = sorted({c.key for c in data.cases})
+    assert keys == [
+        "general/easy",
+        "general/medium",
+        "specific/easy",
+        "specific/hard",
+        "specific/medium",
+    ]
+    assert len(data.cases) == 8
+    # The malformed row is reported with its file and line; the row after it still loads.
+    assert len(data.problems) == 1
+    assert data.problems[0].startswith("data/spedific/hard.jsonl:2: not JSON")
+    hard = [c for c in data.cases if c.key == "specific/hard"]
+    assert [c.source for c in hard] == ["data/spedific/hard.jsonl:1", "data/spedific/hard.jsonl:3"]
+    ana = next(c for c in data.cases if c.user_id == "1")
+    assert ana.persona["Demographics"]["Location"] == {"City": "Porto", "Country": "Portugal"}

@@ -1,0 +1,186 @@
+"""/v1/eval: PersonaFeedback evaluation runs, their reports and uploaded datasets."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from typing import Annotated, Any
+
+from fastapi import APIRouter, BackgroundTasks, File, Path, UploadFile
+from fastapi.responses import Response
+
+from service.api.deps import IDEMPOTENT, CallerDep, SessionDep, StateDep
+from service.api.errors import ProblemError, not_found
+from service.api.responses import PROBLEMS
+from service.evaluation import report, uploads
+from service.evaluation.worker import dataset_dir
+from service.schemas.common import ID_PATTERN
+from service.schemas.eval import EvalAccepted, EvalRequest, EvalRunOut, UploadOut
+from service.state import AppState
+from service.store import evalruns
+from service.store.models import EvalRun
+
+router = APIRouter(prefix="/v1/eval", tags=["evaluation"])
+RunId = Annotated[str, Path(pattern=ID_PATTERN, description="The id POST /v1/eval answered.")]
+UPLOAD_PATH = "/v1/eval/uploads"
+
+
+def _unavailable(detail: str) -> ProblemError:
+    return ProblemError(503, detail, slug="judge-unavailable")
+
+
+def _check_judge(state: AppState, judge: str) -> None:
+    """503 now rather than a run that fails later for want of its model."""
+    models = state.models
+    if judge == "reward" and (models is None or not models.has("reward")):
+        raise _unavailable("the reward model is not loaded in this deployment")
+    if judge == "embedding" and (models is None or models.embedder is None):
+        raise _unavailable("the embedder is not loaded in this deployment")
+    if judge == "llm" and state.llm is None:
+        raise _unavailable("no LLM backend is configured (TAILOR_LLM_BASE_URL) for the llm judge")
+
+
+def _check_data(state: AppState, tenant_id: str, body: EvalRequest) -> None:
+    settings = state.settings
+    if body.upload_id is not None:
+        if uploads.upload_root(settings.eval_uploads_dir, tenant_id, body.upload_id) is None:
+            raise ProblemError(
+                422,
+                f"upload_id: no upload {body.upload_id}",
+                slug="validation-error",
+                errors=[{"field": "body.upload_id", "message": "no such upload"}],
+            )
+        return
+    name = body.dataset or ""
+    root = dataset_dir(settings, name)
+    if root is None or not root.is_dir():
+        # Same answer for a name that escapes the folder and one that does not exist, so the
+        # answer says nothing about the server's file system.
+        raise ProblemError(
+            422,
+            f"dataset: no dataset {name!r} in the evaluation data directory",
+            slug="validation-error",
+            errors=[{"field": "body.dataset", "message": "no such dataset"}],
+        )
+
+
+@router.post(
+    "",
+    status_code=202,
+    response_model=EvalAccepted,
+    responses=PROBLEMS | {503: {"description": "The judge's model or LLM is not available."}},
+    dependencies=IDEMPOTENT,
+)
+async def start_run(
+    body: EvalRequest,
+    state: StateDep,
+    session: SessionDep,
+    caller: CallerDep,
+    response: Response,
+    background: BackgroundTasks,
+) -> EvalAccepted:
+    """Start a run of `judge` over a dataset (by name) or an uploaded archive; poll
+    GET /v1/eval/{run_id}."""
+    _check_judge(state, body.judge)
+    _check_data(state, caller.tenant_id, body)
+    worker = state.eval_worker
+    if worker is None:
+        raise ProblemError(503, "the evaluation runner is not running", slug="unavailable")
+    run = await evalruns.create(session, caller.tenant_id, body.model_dump(exclude_none=True))
+    # Background tasks run after the request's transaction has committed, so the worker
+    # always finds the row.
+    background.add_task(worker.submit, caller.tenant_id, run.id)
+    response.headers["Location"] = f"/v1/eval/{run.id}"
+    return EvalAccepted(run_id=run.id, status="queued")
+
+
+@router.post(
+    "/uploads",
+    status_code=201,
+    response_model=UploadOut,
+    responses=PROBLEMS | {415: {"description": "Not a .zip or .tar.gz archive."}},
+)
+async def upload(
+    state: StateDep,
+    caller: CallerDep,
+    file: Annotated[UploadFile, File(description="A .zip or .tar.gz in the release layout.")],
+) -> UploadOut:
+    """Upload a PersonaFeedback-layout archive; name it in POST /v1/eval as `upload_id`."""
+    settings = state.settings
+    data = await file.read()
+    limits = uploads.UploadLimits(
+        max_members=settings.eval_upload_max_members,
+        max_uncompressed_bytes=settings.eval_upload_max_uncompressed_bytes,
+        max_ratio=settings.eval_upload_max_ratio,
+    )
+    try:
+        stored = await asyncio.to_thread(
+            uploads.store, data, settings.eval_uploads_dir, caller.tenant_id, limits
+        )
+    except uploads.UploadRejected as exc:
+        raise ProblemError(exc.status, exc.detail, slug=exc.slug, errors=exc.errors) from None
+    return UploadOut(upload_id=stored.upload_id, files=stored.files)
+
+
+async def _run(session: SessionDep, caller: CallerDep, run_id: RunId) -> EvalRun:
+    run = await evalruns.get(session, caller.tenant_id, run_id)
+    if run is None:
+        raise not_found("evaluation run")
+    return run
+
+
+def _out(run: EvalRun) -> EvalRunOut:
+    return EvalRunOut(
+        run_id=run.id,
+        status=run.status,
+        params=run.params,
+        progress=run.progress,
+        results=run.results,
+        error=run.error,
+        created_at=run.created_at,
+        started_at=run.started_at,
+        finished_at=run.finished_at,
+    )
+
+
+@router.get("/{run_id}", response_model=EvalRunOut, responses=PROBLEMS)
+async def get_run(session: SessionDep, caller: CallerDep, run_id: RunId) -> EvalRunOut:
+    """Status (queued, running, succeeded, failed), progress and results."""
+    return _out(await _run(session, caller, run_id))
+
+
+def _finished(run: EvalRun) -> dict[str, Any]:
+    if run.status != "succeeded" or run.results is None:
+        raise ProblemError(
+            409,
+            f"run {run.id} is {run.status}; its report exists once it succeeded",
+            slug="conflict",
+        )
+    return {"run_id": run.id, "params": run.params, "results": run.results}
+
+
+@router.get(
+    "/{run_id}/chart.png",
+    responses=PROBLEMS | {200: {"content": {"image/png": {}}, "description": "The chart."}},
+    response_class=Response,
+)
+async def get_chart(session: SessionDep, caller: CallerDep, run_id: RunId) -> Response:
+    """Accuracy by split/tier with 95% intervals, beside the published reference figures."""
+    doc = _finished(await _run(session, caller, run_id))
+    png = await asyncio.to_thread(report.chart_png, doc["results"])
+    return Response(png, media_type="image/png")
+
+
+@router.get(
+    "/{run_id}/report",
+    responses=PROBLEMS | {200: {"content": {"text/markdown": {}}, "description": "Report."}},
+    response_class=Response,
+)
+async def get_report(session: SessionDep, caller: CallerDep, run_id: RunId) -> Response:
+    """A Markdown report with its chart embedded (a data: URI; also at chart.png)."""
+    doc = _finished(await _run(session, caller, run_id))
+    png = await asyncio.to_thread(report.chart_png, doc["results"])
+    uri = "data:image/png;base64," + base64.b64encode(png).decode()
+    text = report.markdown(doc, chart_url=uri)
+    text += f"\nChart alone: `/v1/eval/{run_id}/chart.png`\n"
+    return Response(text, media_type="text/markdown; charset=utf-8")
