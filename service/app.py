@@ -13,8 +13,8 @@ from fastapi.responses import JSONResponse
 
 from service import __version__
 from service.api import attributes, errors, extract, generate, health, pipeline_errors, users
-from service.api import select as select_api
 from service.api import eval as eval_api
+from service.api import select as select_api
 from service.api.middleware import BodyLimitMiddleware, IdempotencyMiddleware, MetricsMiddleware
 from service.config import Settings, get_settings
 from service.evaluation.judges import Judge, build_judge

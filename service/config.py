@@ -113,6 +113,8 @@ class Settings(BaseSettings):
     )
     reply_temperature: float = Field(
         default=0.7, ge=0, le=2, description="Default sampling temperature of replies."
+    )
+
     # --- evaluation (POST /v1/eval, tailor eval personafeedback) -----------------------
     eval_data_dir: Path | None = Field(
         default=None,

@@ -99,6 +99,8 @@ GENERATIONS = Counter(
     "tailor_generations_total",
     "Replies generated, by variant (personalized, generic) and outcome.",
     ["variant", "outcome"],
+)
+
 # PersonaFeedback evaluation runs (service/evaluation, POST /v1/eval and the CLI).
 EVAL_RUNS_STARTED = Counter("tailor_eval_runs_started_total", "Evaluation runs started.")
 EVAL_RUNS_FINISHED = Counter(
