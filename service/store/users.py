@@ -28,3 +28,9 @@ async def get_or_create_user(session: AsyncSession, tenant_id: str, external_id:
         if user is None:
             raise
     return user
+
+
+async def get_user_by_id(session: AsyncSession, tenant_id: str, user_id: str) -> User | None:
+    """By the internal id (jobs hold it), still scoped by tenant."""
+    stmt = select(User).where(User.tenant_id == tenant_id, User.id == user_id)
+    return (await session.scalars(stmt)).one_or_none()
