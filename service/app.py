@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
@@ -12,10 +12,11 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
 from service import __version__
-from service.api import attributes, errors, health, users
+from service.api import attributes, errors, health, jobs, users
 from service.api.middleware import BodyLimitMiddleware, IdempotencyMiddleware, MetricsMiddleware
 from service.config import Settings, get_settings
 from service.inference import ModelRegistry, Overloaded, overloaded_problem
+from service.jobs import JobHandler, JobWorker
 from service.llm.factory import build_llm
 from service.schemas.common import Problem
 from service.state import AppState
@@ -29,7 +30,13 @@ Errors are `application/problem+json` (RFC 9457) with an `errors` list naming ea
 """
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+JobHandlerFactory = Callable[[AppState], Mapping[str, JobHandler]]
+
+
+def create_app(
+    settings: Settings | None = None, *, job_handlers: JobHandlerFactory | None = None
+) -> FastAPI:
+    """``job_handlers`` adds handlers built from the started state (tests, embedders)."""
     settings = settings or get_settings()
     # Root at WARNING: libraries (ONNX Runtime's quantizer logs every tensor at INFO) stay
     # quiet; the service's own loggers follow the configured level.
@@ -47,9 +54,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await state.models.start()
             state.readiness["models"] = state.models.readiness
         state.llm = build_llm(settings)
+        if job_handlers is not None:
+            state.job_handlers.update(job_handlers(state))
+        if settings.jobs_worker:
+            state.jobs = JobWorker(state.sessions, state.job_handlers, settings=settings)
+            await state.jobs.start()
+            state.readiness["jobs"] = state.jobs.readiness
         try:
             yield
         finally:
+            # The worker first: its running jobs still need the database and the models.
+            if state.jobs is not None:
+                await state.jobs.aclose()
             if state.llm is not None:
                 await state.llm.aclose()
             if state.models is not None:
@@ -79,6 +95,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(attributes.router)
     app.include_router(users.router)
+    app.include_router(jobs.router)
 
     # Added last = outermost: metrics see every request, including 413s.
     app.add_middleware(IdempotencyMiddleware, state_holder=app)

@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from service.config import Settings
 from service.inference import ModelRegistry
+from service.jobs import JobHandler, JobWorker
 from service.llm.base import LLMClient
 
 # A readiness check returns None when ready or a short reason when not.
@@ -23,3 +24,6 @@ class AppState:
     readiness: dict[str, ReadinessCheck] = field(default_factory=dict)
     models: ModelRegistry | None = None
     llm: LLMClient | None = None
+    # Handlers by job kind, registered in the lifespan before the worker starts.
+    job_handlers: dict[str, JobHandler] = field(default_factory=dict)
+    jobs: JobWorker | None = None
