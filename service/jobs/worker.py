@@ -189,10 +189,10 @@ class JobWorker:
         """Takes back stale jobs, then claims and runs one due job, if any, to its outcome."""
         await self._sweep()
         claim = await self._claim()
-        if claim is None:
-            return False
-        await self._execute(claim)
-        return True
+        if claim is not None:
+            await self._execute(claim)
+        await self._refresh_depth()
+        return claim is not None
 
     # --- polling --------------------------------------------------------------------------
 
