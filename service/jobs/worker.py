@@ -68,8 +68,8 @@ def backoff_delay(attempt: int, base_s: float, max_s: float, rng: random.Random)
     """Seconds before retrying after failed attempt ``attempt`` (1-based).
 
     Exponential with "equal jitter": a uniform draw from the upper half of ``base * 2**(n-1)``
-    (capped). The halves of successive attempts do not overlap, so the delays never shrink,
-    while replicas that failed together still spread their retries."""
+    (capped). The halves of successive attempts do not overlap, so the delays never shrink
+    below the cap, while replicas that failed together still spread their retries."""
     ceiling = min(max_s, base_s * 2.0 ** min(attempt - 1, 60))
     return ceiling / 2 + rng.random() * ceiling / 2
 
