@@ -3,26 +3,34 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import random
+import signal
+import socket
+import subprocess
+import sys
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
+import httpx
 import pytest
 from prometheus_client import REGISTRY
 from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from service.config import Settings
+from service.config import REPO_ROOT, Settings
 from service.jobs import JobHandler, JobWorker, backoff_delay, notify_on_commit
 from service.store import tenants
 from service.store.db import create_engine, session_factory, transaction
 from service.store.jobs import JobRepository
 from service.store.models import Job, utcnow
 from service.store.users import get_or_create_user
-from tests.conftest import Database
+from tests.conftest import Database, bearer
 from tests.jobs.handlers import MarkerHandler, count_markers
 
 
@@ -262,8 +270,8 @@ async def test_heartbeat_keeps_a_long_job_from_being_taken(env: Env) -> None:
 async def test_concurrent_workers_never_run_a_job_twice(env: Env) -> None:
     n_jobs = 40
     n_workers = 4 if env.db.backend == "postgres" else 3
-    handler = MarkerHandler(delay_s=0.01)
-    workers = [env.worker({"mark": handler}, worker_id=f"w{i}") for i in range(n_workers)]
+    handlers = [MarkerHandler(delay_s=0.01) for _ in range(n_workers)]
+    workers = [env.worker({"mark": h}, worker_id=f"w{i}") for i, h in enumerate(handlers)]
     for w in workers:
         await w.start()
     try:
@@ -279,7 +287,8 @@ async def test_concurrent_workers_never_run_a_job_twice(env: Env) -> None:
     finally:
         for w in workers:
             await w.aclose()
-    counts = handler.prepare_counts()
+    counts: Counter[str] = sum((h.prepare_counts() for h in handlers), Counter())
+    assert sum(1 for h in handlers if h.prepared) >= 2, "one worker ran everything"
     assert sorted(counts) == sorted(ids)
     assert set(counts.values()) == {1}, "a job was prepared twice"
     for i in range(n_jobs):
@@ -397,3 +406,112 @@ async def test_stale_job_metrics_and_final_failure(env: Env) -> None:
     job = await env.job(job_id)
     assert job.status == "failed"
     assert "gone" in (job.error or "") and "no attempts left" in (job.error or "")
+
+
+# --- a real process, killed mid-job and started again ----------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start_server(
+    env: Env, marks: Path, *, hang: bool, log: Path
+) -> tuple[subprocess.Popen[bytes], str]:
+    port = _free_port()
+    child_env = {k: v for k, v in os.environ.items() if not k.startswith("TAILOR_")}
+    child_env |= {
+        "PYTHONPATH": str(REPO_ROOT),
+        "TAILOR_DATA_DIR": str(env.tmp / "data"),
+        "TAILOR_DATABASE_URL": env.db.url,
+        "TAILOR_LOAD_MODELS": "false",
+        "TAILOR_JOBS_CONCURRENCY": "1",  # one job hangs, the other stays queued
+        "TAILOR_JOBS_POLL_INTERVAL_S": "0.1",
+        "TAILOR_JOBS_LEASE_S": "2",
+        "JOBS_TEST_DIR": str(marks),
+        "JOBS_TEST_HANG": "1" if hang else "0",
+    }
+    if env.db.schema:
+        child_env["TAILOR_DATABASE_SCHEMA"] = env.db.schema
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.jobs.server", str(port)],
+            cwd=REPO_ROOT,
+            env=child_env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def _tail(log: Path) -> str:
+    return log.read_text(errors="replace")[-3000:]
+
+
+async def _wait_ready(proc: subprocess.Popen[bytes], base: str, log: Path) -> None:
+    deadline = time.monotonic() + 60
+    async with httpx.AsyncClient() as client:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise AssertionError(f"server exited: {_tail(log)}")
+            with suppress(httpx.HTTPError):
+                if (await client.get(f"{base}/readyz", timeout=1)).status_code == 200:
+                    return
+            await asyncio.sleep(0.2)
+    proc.kill()
+    raise AssertionError("server did not become ready")
+
+
+@pytest.mark.slow
+async def test_killed_service_processes_its_jobs_exactly_once_after_restart(env: Env) -> None:
+    """SIGKILL the service while one job is running (hung in prepare) and another is queued;
+    a new process finishes both, each effect written exactly once."""
+    async with transaction(env.sessions()) as s:
+        key = (await tenants.issue_key(s, env.tenant_id)).key
+    marks = env.tmp / "marks"
+    marks.mkdir()
+    log = env.tmp / "server.log"
+    first = await env.enqueue("running when killed")
+    second = await env.enqueue("queued when killed")
+
+    proc, base = _start_server(env, marks, hang=True, log=log)
+    try:
+        await _wait_ready(proc, base, log)
+
+        async def hung() -> bool:
+            return (marks / f"started-{first}-1").exists()
+
+        await _until(hung)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    before = await env.job(first), await env.job(second)
+    assert [(j.status, j.attempts) for j in before] == [("running", 1), ("queued", 0)]
+
+    proc, base = _start_server(env, marks, hang=False, log=log)
+    try:
+        await _wait_ready(proc, base, log)
+        async with httpx.AsyncClient(base_url=base, headers=bearer(key)) as client:
+
+            async def both_done() -> bool:
+                bodies = [(await client.get(f"/v1/jobs/{j}")).json() for j in (first, second)]
+                return all(b["status"] == "succeeded" for b in bodies)
+
+            await _until(both_done)  # the lease (2 s) runs out, then the sweep takes it back
+            bodies = [(await client.get(f"/v1/jobs/{j}")).json() for j in (first, second)]
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert [b["attempts"] for b in bodies] == [2, 1]
+    assert bodies[0]["user_id"] == "u-1"
+    assert await env.markers("running when killed") == 1
+    assert await env.markers("queued when killed") == 1
+    assert sorted(p.name for p in marks.iterdir()) == sorted(
+        [f"started-{first}-1", f"started-{first}-2", f"started-{second}-1"]
+    )
