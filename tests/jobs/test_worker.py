@@ -27,6 +27,7 @@ from service.config import REPO_ROOT, Settings
 from service.jobs import JobHandler, JobWorker, backoff_delay, notify_on_commit
 from service.store import tenants
 from service.store.db import create_engine, session_factory, transaction
+from service.store.erasure import erase_user
 from service.store.jobs import JobRepository
 from service.store.models import Job, utcnow
 from service.store.users import get_or_create_user
@@ -249,6 +250,26 @@ async def test_worker_that_lost_its_lease_discards_its_late_result(env: Env) -> 
     assert job.result is not None
     assert await env.markers("once only") == 1
     assert slow.prepared == [(job_id, 1)] and b_handler.prepared == [(job_id, 2)]
+
+
+async def test_erasing_the_user_mid_job_leaves_nothing_behind(env: Env) -> None:
+    """Erasure deletes the job row while prepare runs; the apply's ownership check then finds
+    no job, so nothing about the erased user is written afterwards."""
+    gate = asyncio.Event()
+    handler = MarkerHandler(gate=gate)
+    worker = env.worker({"mark": handler})
+    job_id = await env.enqueue("about an erased user")
+    run = asyncio.create_task(worker.run_once())
+    await asyncio.wait_for(handler.started.wait(), 10)
+    async with transaction(env.sessions()) as s:
+        user = await get_or_create_user(s, env.tenant_id, "u-1")
+        counts = await erase_user(s, env.tenant_id, user)
+    assert counts["jobs"] == 1
+    gate.set()
+    assert await run
+    assert await env.markers("about an erased user") == 0
+    async with transaction(env.sessions()) as s:
+        assert await JobRepository(s).get(env.tenant_id, job_id) is None
 
 
 async def test_heartbeat_keeps_a_long_job_from_being_taken(env: Env) -> None:
