@@ -209,7 +209,7 @@ async def test_crashed_worker_job_is_taken_back_after_the_lease(env: Env) -> Non
     worker B takes the job back once the lease has run out and completes it once."""
     gate = asyncio.Event()
     crashed = MarkerHandler(gate=gate)
-    a = env.worker({"mark": crashed}, worker_id="A", jobs_lease_s=0.5)
+    a = env.worker({"mark": crashed}, worker_id="A", jobs_lease_s=1.0)
     job_id = await env.enqueue("survives")
     run_a = asyncio.create_task(a.run_once())
     await asyncio.wait_for(crashed.started.wait(), 10)
@@ -220,9 +220,9 @@ async def test_crashed_worker_job_is_taken_back_after_the_lease(env: Env) -> Non
     assert (job.status, job.locked_by, job.attempts) == ("running", "A", 1)
 
     handler = MarkerHandler()
-    b = env.worker({"mark": handler}, worker_id="B", jobs_lease_s=0.5)
+    b = env.worker({"mark": handler}, worker_id="B", jobs_lease_s=1.0)
     assert not await b.run_once()  # A's lock is still fresh
-    await asyncio.sleep(0.7)
+    await asyncio.sleep(1.2)
     assert await b.run_once()
     job = await env.job(job_id)
     assert (job.status, job.attempts, job.error) == ("succeeded", 2, None)
@@ -253,8 +253,8 @@ async def test_worker_that_lost_its_lease_discards_its_late_result(env: Env) -> 
 
 
 async def test_erasing_the_user_mid_job_leaves_nothing_behind(env: Env) -> None:
-    """Erasure deletes the job row while prepare runs; the apply's ownership check then finds
-    no job, so nothing about the erased user is written afterwards."""
+    """Erasure deletes the job row while prepare runs; the apply then finds neither the job
+    (its ownership check) nor the user, so nothing about the erased user is written after."""
     gate = asyncio.Event()
     handler = MarkerHandler(gate=gate)
     worker = env.worker({"mark": handler})
@@ -273,14 +273,14 @@ async def test_erasing_the_user_mid_job_leaves_nothing_behind(env: Env) -> None:
 
 
 async def test_heartbeat_keeps_a_long_job_from_being_taken(env: Env) -> None:
-    handler = MarkerHandler(delay_s=1.0)
-    a = env.worker({"mark": handler}, worker_id="A", jobs_lease_s=0.4)  # renews every 0.13 s
-    b = env.worker({"mark": MarkerHandler()}, worker_id="B", jobs_lease_s=0.4)
+    handler = MarkerHandler(delay_s=2.5)  # two and a half leases
+    a = env.worker({"mark": handler}, worker_id="A", jobs_lease_s=1.0)  # renews every 0.33 s
+    b = env.worker({"mark": MarkerHandler()}, worker_id="B", jobs_lease_s=1.0)
     job_id = await env.enqueue("long")
     run_a = asyncio.create_task(a.run_once())
     await asyncio.wait_for(handler.started.wait(), 10)
-    for _ in range(4):
-        await asyncio.sleep(0.2)
+    for _ in range(7):
+        await asyncio.sleep(0.3)
         assert not await b.run_once()
     assert await run_a
     job = await env.job(job_id)
