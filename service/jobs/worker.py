@@ -143,6 +143,7 @@ class JobWorker:
         self._loop_task: asyncio.Task[None] | None = None
         self._running: dict[asyncio.Task[None], _Claim] = {}
         self._last_sweep = -math.inf
+        self._last_depth = -math.inf
         self._depth_kinds: set[str] = set(self._handlers)
 
     # --- lifecycle ------------------------------------------------------------------------
@@ -219,7 +220,9 @@ class JobWorker:
             task = asyncio.create_task(self._run(claim), name=f"job:{claim.job.id}")
             self._running[task] = claim
             task.add_done_callback(self._finished)
-        await self._refresh_depth()
+        # Every finished job wakes the loop; the gauge needs no more than one count per tick.
+        if time.monotonic() - self._last_depth >= self._poll_s:
+            await self._refresh_depth()
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         self._running.pop(task, None)
@@ -241,6 +244,7 @@ class JobWorker:
             log.warning("job %s (%s): lease expired, now %s", stale.id, stale.kind, stale.status)
 
     async def _refresh_depth(self) -> None:
+        self._last_depth = time.monotonic()
         async with self._sessions() as session, session.begin():
             depth = await JobRepository(session).queue_depth()
         self._depth_kinds |= set(depth)
