@@ -198,17 +198,23 @@ class JobWorker:
     # --- polling --------------------------------------------------------------------------
 
     async def _loop(self) -> None:
+        failures = 0
         while not self._stopping:
             self._wake.clear()
+            wait_s = self._poll_s
             try:
                 await self._poll()
+                failures = 0
             except Exception:
-                # A database hiccup must not end the worker: log it and try at the next tick.
-                log.exception("job worker %s: poll failed", self.worker_id)
+                # A database outage must not end the worker: log it and try again, less often
+                # the longer it lasts (up to the sweep interval).
+                failures += 1
+                wait_s = min(self._poll_s * 2.0 ** min(failures, 10), MAX_SWEEP_INTERVAL_S)
+                log.exception("job worker %s: poll failed (%d in a row)", self.worker_id, failures)
             if self._stopping:
                 break
             with suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=self._poll_s)
+                await asyncio.wait_for(self._wake.wait(), timeout=wait_s)
 
     async def _poll(self) -> None:
         if time.monotonic() - self._last_sweep >= self._sweep_s:

@@ -337,6 +337,32 @@ async def test_loop_survives_handler_errors(env: Env) -> None:
     assert await env.markers("retried") == 1
 
 
+async def test_loop_survives_a_database_outage(env: Env) -> None:
+    real = env.new_pool()
+    calls = 0
+
+    def flaky() -> AsyncSession:
+        nonlocal calls
+        calls += 1
+        if calls <= 3:
+            raise OSError("database unreachable")
+        return real()
+
+    worker = JobWorker(flaky, {"mark": MarkerHandler()}, settings=env.settings())  # type: ignore[arg-type]
+    await worker.start()
+    try:
+        job_id = await env.enqueue("after the outage")
+
+        async def done() -> bool:
+            return (await env.job(job_id)).status == "succeeded"
+
+        await _until(done)
+        assert await worker.readiness() is None
+    finally:
+        await worker.aclose()
+    assert calls > 3
+
+
 async def test_aclose_gives_an_unfinished_job_back(env: Env) -> None:
     gate = asyncio.Event()
     handler = MarkerHandler(gate=gate)
