@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
@@ -12,7 +12,17 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
 from service import __version__
-from service.api import attributes, errors, extract, generate, health, pipeline_errors, users
+from service.api import (
+    attributes,
+    errors,
+    extract,
+    generate,
+    health,
+    jobs,
+    pipeline_errors,
+    turns,
+    users,
+)
 from service.api import eval as eval_api
 from service.api import select as select_api
 from service.api.middleware import BodyLimitMiddleware, IdempotencyMiddleware, MetricsMiddleware
@@ -20,7 +30,10 @@ from service.config import Settings, get_settings
 from service.evaluation.judges import Judge, build_judge
 from service.evaluation.worker import EvalWorker
 from service.inference import ModelRegistry, Overloaded, overloaded_problem
+from service.jobs import JobHandler, JobWorker
+from service.jobs.extraction import ExtractionJob
 from service.llm.factory import build_llm
+from service.pipeline.turn_extraction import EXTRACT_KIND
 from service.schemas.common import Problem
 from service.state import AppState
 from service.store.db import engine_from_settings, session_factory
@@ -33,7 +46,13 @@ Errors are `application/problem+json` (RFC 9457) with an `errors` list naming ea
 """
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+JobHandlerFactory = Callable[[AppState], Mapping[str, JobHandler]]
+
+
+def create_app(
+    settings: Settings | None = None, *, job_handlers: JobHandlerFactory | None = None
+) -> FastAPI:
+    """``job_handlers`` adds handlers built from the started state (tests, embedders)."""
     settings = settings or get_settings()
     # Root at WARNING: libraries (ONNX Runtime's quantizer logs every tensor at INFO) stay
     # quiet; the service's own loggers follow the configured level.
@@ -68,9 +87,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
         state.eval_worker = EvalWorker(state.sessions, settings, judge_for)
         await state.eval_worker.start()
+        state.job_handlers[EXTRACT_KIND] = ExtractionJob(state)
+        if job_handlers is not None:
+            state.job_handlers.update(job_handlers(state))
+        if settings.jobs_worker:
+            state.jobs = JobWorker(state.sessions, state.job_handlers, settings=settings)
+            await state.jobs.start()
+            state.readiness["jobs"] = state.jobs.readiness
         try:
             yield
         finally:
+            # The workers first: their running work still needs the database and the models.
+            if state.jobs is not None:
+                await state.jobs.aclose()
             await state.eval_worker.aclose()
             if state.llm is not None:
                 await state.llm.aclose()
@@ -105,6 +134,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(extract.router)
     app.include_router(select_api.router)
     app.include_router(generate.router)
+    app.include_router(turns.router)
+    app.include_router(jobs.router)
     app.include_router(eval_api.router)
 
     # Added last = outermost: metrics see every request, including 413s.

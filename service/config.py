@@ -150,6 +150,31 @@ class Settings(BaseSettings):
         "(resumed) at start-up; its process is presumed dead.",
     )
 
+    # --- background jobs ------------------------------------------------------------------
+    jobs_worker: bool = Field(
+        default=True,
+        description="Run the in-process job worker; false for replicas that only serve HTTP.",
+    )
+    jobs_concurrency: int = Field(default=2, ge=1, description="Jobs one worker runs at once.")
+    jobs_poll_interval_s: float = Field(
+        default=0.5, gt=0, description="Seconds between polls for due jobs when none was notified."
+    )
+    jobs_lease_s: float = Field(
+        default=300.0,
+        gt=0,
+        description=(
+            "A running job whose worker has not renewed its lock for this long is taken back "
+            "(the worker renews it every third of the lease while the job runs)."
+        ),
+    )
+    jobs_max_attempts: int = Field(
+        default=5, ge=1, description="Attempts of a job before it ends failed."
+    )
+    jobs_backoff_base_s: float = Field(
+        default=2.0, gt=0, description="Retry delay after the first failed attempt (doubles)."
+    )
+    jobs_backoff_max_s: float = Field(default=300.0, gt=0, description="Longest retry delay.")
+
     @cached_property
     def resolved_database_url(self) -> str:
         if self.database_url:

@@ -110,3 +110,26 @@ EVAL_RUNS_FAILED = Counter("tailor_eval_runs_failed_total", "Evaluation runs mar
 EVAL_CASES_SCORED = Counter(
     "tailor_eval_cases_scored_total", "PersonaFeedback cases scored, by judge.", ["judge"]
 )
+
+# Background jobs (service/jobs), labelled by job kind.
+JOBS_QUEUE_DEPTH = Gauge(
+    "tailor_jobs_queue_depth",
+    "Queued jobs (due or waiting for a retry), refreshed by each worker poll.",
+    ["kind"],
+)
+JOBS_TOTAL = Counter(
+    "tailor_jobs_total",
+    "Job attempts that ended, by outcome: succeeded, retried (queued again) or failed (for good).",
+    ["kind", "outcome"],
+)
+JOB_FAILURES = Counter(
+    "tailor_job_failures_total",
+    "Job attempts that raised, or whose worker stopped renewing its lease.",
+    ["kind"],
+)
+JOB_SECONDS = Histogram(
+    "tailor_job_duration_seconds",
+    "Time of one job attempt, from claim to its outcome being committed.",
+    ["kind"],
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0),
+)

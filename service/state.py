@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from service.config import Settings
 from service.evaluation.worker import EvalWorker
 from service.inference import ModelRegistry
+from service.jobs import JobHandler, JobWorker
 from service.llm.base import LLMClient
 
 # A readiness check returns None when ready or a short reason when not.
@@ -26,3 +27,6 @@ class AppState:
     llm: LLMClient | None = None
     # The background runner of POST /v1/eval (service/evaluation/worker.py).
     eval_worker: EvalWorker | None = None
+    # Handlers by job kind, registered in the lifespan before the worker starts.
+    job_handlers: dict[str, JobHandler] = field(default_factory=dict)
+    jobs: JobWorker | None = None
