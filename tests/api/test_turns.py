@@ -1,0 +1,169 @@
+"""/v1/turns: a reply on the request path, extraction as a durable job that the in-process
+worker runs; LLM failures leave nothing written. Shipped models, both databases, a scripted
+OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import pytest_asyncio
+
+from service.app import create_app
+from tests.conftest import Api, Database, bearer
+from tests.llm.conftest import FakeLLMServer, Reply, completion
+
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def turn_api(
+    database: Database, shared_data_dir: Path, module_llm_server: FakeLLMServer
+) -> AsyncIterator[Api]:
+    settings = database.settings(
+        shared_data_dir,
+        llm_base_url=module_llm_server.base_url,
+        llm_max_retries=0,
+        llm_read_timeout_s=2.0,
+        llm_deadline_s=3.0,
+        extractor="rules",
+        jobs_poll_interval_s=0.1,
+        jobs_backoff_base_s=0.1,
+    )
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://tailor.test", timeout=30
+        ) as client:
+            yield Api(client, database, settings)
+
+
+async def wait_for_job(api: Api, key: str, job_id: str, limit_s: float = 30) -> dict[str, Any]:
+    deadline = asyncio.get_running_loop().time() + limit_s
+    while True:
+        r = await api.client.get(f"/v1/jobs/{job_id}", headers=bearer(key))
+        assert r.status_code == 200, r.text
+        if r.json()["status"] in ("succeeded", "failed"):
+            return dict(r.json())
+        assert asyncio.get_running_loop().time() < deadline, r.json()
+        await asyncio.sleep(0.1)
+
+
+MESSAGES = [
+    {"role": "user", "content": "Hello there."},
+    {"role": "assistant", "content": "Hi! I live in Lisbon and I love surfing. And you?"},
+    {"role": "user", "content": "I work as a nurse at night. Can you suggest a quick breakfast?"},
+]
+
+
+async def test_turn_replies_then_extracts_in_the_background(
+    turn_api: Api, llm: FakeLLMServer
+) -> None:
+    key = await turn_api.new_tenant()
+    llm.reply(completion("Overnight oats are quick."))
+    r = await turn_api.client.post(
+        "/v1/turns", json={"user_id": "u1", "messages": MESSAGES}, headers=bearer(key)
+    )
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["reply"] == "Overnight oats are quick."
+    assert body["attributes_used"] == [] and body["job_id"]
+    job = await wait_for_job(turn_api, key, body["job_id"])
+    assert job["status"] == "succeeded", job
+    assert job["kind"] == "extract" and job["user_id"] == "u1" and job["attempts"] == 1
+    r = await turn_api.client.get("/v1/users/u1/attributes", headers=bearer(key))
+    stored = r.json()["items"]
+    assert [a["text"] for a in stored] == ["The user works as a nurse at night."]
+    # Evidence points into the caller's message list, at the user's own words.
+    assert stored[0]["evidence"] == [{"message_index": 2, "quote": "I work as a nurse at night"}]
+    texts = " ".join(c["text"].lower() for c in job["result"]["candidates"])
+    assert "lisbon" not in texts and "surf" not in texts
+
+
+async def test_next_turn_uses_what_was_learned(turn_api: Api, llm: FakeLLMServer) -> None:
+    key = await turn_api.new_tenant()
+    attrs = ["Rental Cars - Preferred Rental Company: Avis, Hertz", "Music - Genre: jazz"]
+    for text in attrs:
+        await turn_api.client.post(
+            "/v1/users/u1/attributes", json={"text": text}, headers=bearer(key)
+        )
+    llm.reply(completion("Hertz has a compact car at the airport."))
+    r = await turn_api.client.post(
+        "/v1/turns",
+        json={
+            "user_id": "u1",
+            "messages": [
+                {
+                    "role": "user",
+                    "content": "Recommend compact rental cars from your preferred companies.",
+                }
+            ],
+            "extract": False,
+        },
+        headers=bearer(key),
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["job_id"] is None
+    assert [a["text"] for a in r.json()["attributes_used"]] == [attrs[0]]
+    system = llm.requests[0].body["messages"][0]["content"]
+    assert "Avis" in system and "jazz" not in system
+
+
+@pytest.mark.parametrize(
+    ("reply", "status"),
+    [
+        (Reply(status=503, json={"error": {"message": "down"}}), 503),
+        (Reply(delay=5.0, json={}), 504),
+        (Reply(status=200, body=b"<html>proxy error</html>"), 502),
+    ],
+)
+async def test_llm_failure_writes_nothing(
+    turn_api: Api, llm: FakeLLMServer, reply: Reply, status: int
+) -> None:
+    key = await turn_api.new_tenant()
+    llm.fallback = reply
+    r = await turn_api.client.post(
+        "/v1/turns", json={"user_id": "u1", "messages": MESSAGES}, headers=bearer(key)
+    )
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"] == "application/problem+json"
+    # No user row, no job: the turn failed as a whole.
+    r = await turn_api.client.get("/v1/users/u1/export", headers=bearer(key))
+    assert r.status_code == 404
+
+
+async def test_llm_down_when_unreachable(turn_api: Api, tmp_path: Path) -> None:
+    """A server that is not there at all (connection refused) is a 503 as well."""
+    key = await turn_api.new_tenant()
+    settings = turn_api.settings.model_copy(
+        update={"llm_base_url": "http://127.0.0.1:9/v1", "load_models": False}
+    )
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            r = await client.post(
+                "/v1/turns", json={"user_id": "u1", "messages": MESSAGES}, headers=bearer(key)
+            )
+    assert r.status_code == 503, r.text
+    assert r.json()["type"] == "urn:tailor:problem:llm-unavailable"
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"messages": [{"role": "user", "content": "x"}]}, "body.user_id"),
+        ({"user_id": "u1", "messages": [{"role": "assistant", "content": "x"}]}, "body.messages"),
+        ({"user_id": "bad id!", "messages": [{"role": "user", "content": "x"}]}, "body.user_id"),
+    ],
+)
+async def test_turn_validation(turn_api: Api, body: dict[str, Any], field: str) -> None:
+    key = await turn_api.new_tenant()
+    r = await turn_api.client.post("/v1/turns", json=body, headers=bearer(key))
+    assert r.status_code == 422
+    assert field in [e["field"] for e in r.json()["errors"]]
