@@ -131,7 +131,14 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
     elif args.benchmark == "relevance":
         result = commands.eval_relevance(settings, Path(args.data), model)
     elif args.benchmark == "extraction":
-        result = commands.eval_extraction(settings, Path(args.data))
+        result = commands.eval_extraction(
+            settings,
+            Path(args.data),
+            extractor=args.extractor,
+            verify=args.verify,
+            limit=args.limit,
+            concurrency=args.concurrency,
+        )
     elif args.benchmark == "personafeedback":
         from service.evaluation.judges import JudgeUnavailable
         from service.evaluation.runner import Selection
@@ -220,7 +227,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument("--splits", help="personafeedback: comma-separated (general,specific)")
     evaluate.add_argument("--tiers", help="personafeedback: comma-separated (easy,medium,hard)")
-    evaluate.add_argument("--limit", type=int, help="personafeedback: cases per split/tier")
+    evaluate.add_argument(
+        "--limit", type=int, help="personafeedback: cases per split/tier; extraction: rows"
+    )
+    # extraction only
+    evaluate.add_argument("--extractor", choices=["rules", "llm"], default="rules")
+    evaluate.add_argument(
+        "--verify", action="store_true", help="extraction: keep only verifier-supported facts"
+    )
+    evaluate.add_argument(
+        "--concurrency", type=int, default=1, help="extraction: conversations at once (llm)"
+    )
     evaluate.add_argument("--seed", type=int, default=0, help="random judge and bootstrap seed")
     evaluate.add_argument(
         "--topics", help="personafeedback: prefeval_implicit.jsonl, to report held-out topics"

@@ -70,18 +70,72 @@ def eval_relevance(settings: Settings, data: Path, model_dir: Path | None) -> di
     return {"benchmark": "relevance"} | result | {"baselines": baselines}
 
 
-def eval_extraction(settings: Settings, data: Path) -> dict[str, Any]:
-    """The model-free extractor against gold attributes (see docs/extraction.md for matching)."""
+class _Verified:
+    """An extractor followed by the verifier, as the service runs it: grounded candidates
+    scored against the window of the message they quote, kept at or over the threshold."""
+
+    def __init__(self, inner: Any, classifier: Any) -> None:
+        self.inner = inner
+        self.classifier = classifier
+        self.name = f"{inner.name}+verifier"
+
+    async def extract(self, conversation: Any) -> list[Any]:
+        import asyncio
+
+        from service.pipeline.extraction import grounded
+        from service.pipeline.windows import user_windows
+
+        candidates = grounded(conversation, await self.inner.extract(conversation))
+        windows = {w.message_index: w.text for w in user_windows(conversation)}
+        pairs = [(c.text, windows[c.message_index]) for c in candidates]
+        if not pairs:
+            return []
+        scores = await asyncio.to_thread(self.classifier.score, pairs)
+        return [
+            c for c, s in zip(candidates, scores, strict=True) if s >= self.classifier.threshold
+        ]
+
+
+def eval_extraction(
+    settings: Settings,
+    data: Path,
+    *,
+    extractor: str = "rules",
+    verify: bool = False,
+    limit: int | None = None,
+    concurrency: int = 1,
+) -> dict[str, Any]:
+    """An extractor against gold attributes (see docs/extraction.md for matching); with
+    ``verify`` the verifier filters its candidates as in the service."""
     import asyncio
 
     from service.evaluation import extraction
     from service.inference.embedder import Embedder
+    from service.llm.factory import build_llm
     from service.pipeline.extraction import RuleExtractor
+    from service.pipeline.extraction.llm import LLMExtractor
 
-    rows = extraction.load_rows(data)
+    rows = extraction.load_rows(data)[:limit]
     embedder = Embedder.load(settings.embedder_path, threads=settings.onnx_intra_op_threads)
-    result = asyncio.run(extraction.evaluate(RuleExtractor(), rows, embedder))
-    return {"benchmark": "extraction", "extractor": "rules"} | result
+
+    async def run() -> dict[str, Any]:
+        llm = build_llm(settings) if extractor == "llm" else None
+        try:
+            if extractor == "llm":
+                if llm is None:
+                    raise SystemExit("no LLM: set TAILOR_LLM_BASE_URL or install the embedded one")
+                chosen: Any = LLMExtractor(llm, deadline_s=settings.llm_deadline_s)
+            else:
+                chosen = RuleExtractor()
+            if verify:
+                chosen = _Verified(chosen, _classifier(settings, "verifier", None))
+            return await extraction.evaluate(chosen, rows, embedder, concurrency=concurrency)
+        finally:
+            if llm is not None:
+                await llm.aclose()
+
+    result = asyncio.run(run())
+    return {"benchmark": "extraction", "extractor": extractor, "verified": verify} | result
 
 
 def eval_personafeedback(

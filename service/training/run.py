@@ -7,6 +7,7 @@ import logging
 import os
 import platform
 import random
+import re
 import shlex
 import sys
 import time
@@ -144,9 +145,38 @@ def _relevance_split(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], 
     return train, val
 
 
-def _relevance_examples(rows: list[dict[str, Any]], seed: int) -> list[PointExample]:
-    """All positives; negatives from the task's own domain (the hard ones) plus a few others."""
+_PERSONALENS = re.compile(r"^(?P<domain>[^:]+?) - (?P<key>[^:]+?): (?P<values>.+)$")
+
+
+def as_statement(attribute: str, rng: random.Random) -> str:
+    """A PersonaLens attribute ("Rental Cars - Preferred Rental Company: Avis, Hertz") as the
+    kind of third-person statement the service stores ("The user's preferred rental company
+    for rental cars is Avis, Hertz."). The model is trained and calibrated on both forms:
+    trained on the source form alone it scored every stored statement near zero (0.005 for
+    "The user is vegetarian." against a dinner request, threshold 0.99)."""
+    match = _PERSONALENS.match(attribute)
+    if match is None:
+        return attribute
+    domain, key, values = (match.group(g).strip() for g in ("domain", "key", "values"))
+    templates = (
+        f"The user's {key.lower()} for {domain.lower()} is {values}.",
+        f"For {domain.lower()}, the user prefers {values}.",
+        f"The user likes {values}.",
+        f"When it comes to {domain.lower()}, the user's {key.lower()}: {values}.",
+    )
+    return templates[rng.randrange(len(templates))]
+
+
+def _relevance_examples(
+    rows: list[dict[str, Any]], seed: int, statement_share: float = 0.5
+) -> list[PointExample]:
+    """All positives; negatives from the task's own domain (the hard ones) plus a few others.
+    ``statement_share`` of the attributes are rewritten as third-person statements."""
     rng = random.Random(seed)
+
+    def form(attr: str) -> str:
+        return as_statement(attr, rng) if rng.random() < statement_share else attr
+
     out = []
     for row in rows:
         relevant = set(row["relevant"])
@@ -154,14 +184,20 @@ def _relevance_examples(rows: list[dict[str, Any]], seed: int) -> list[PointExam
         same, other = [], []
         for i, attr in enumerate(row["attributes"]):
             if i in relevant:
-                out.append(PointExample(row["prompt"], attr, 1.0))
+                out.append(PointExample(row["prompt"], form(attr), 1.0))
             elif attr.lower().startswith(domain):
                 same.append(attr)
             else:
                 other.append(attr)
         for attr in rng.sample(same, min(4, len(same))) + rng.sample(other, min(5, len(other))):
-            out.append(PointExample(row["prompt"], attr, 0.0))
+            out.append(PointExample(row["prompt"], form(attr), 0.0))
     return out
+
+
+def as_statement_rows(rows: list[dict[str, Any]], seed: int) -> list[dict[str, Any]]:
+    """The same rows with every attribute in statement form (validation of that form)."""
+    rng = random.Random(seed)
+    return [r | {"attributes": [as_statement(a, rng) for a in r["attributes"]]} for r in rows]
 
 
 def train_relevance(
@@ -175,22 +211,27 @@ def train_relevance(
     encoder = CrossEncoder(base or default_base_model(), config.max_length, config.seed)
     encoder.train(examples, config)
 
-    model_scores = relevance.pair_scores(val, encoder.predict)
-    threshold = relevance.tune_threshold(model_scores, val, RELEVANCE_CAP)
+    # Calibrated on both forms at once: the threshold must hold for stored statements as
+    # much as for the source format.
+    val_statements = as_statement_rows(val, config.seed)
+    both = val + val_statements
+    model_scores = relevance.pair_scores(both, encoder.predict)
+    threshold = relevance.tune_threshold(model_scores, both, RELEVANCE_CAP)
     embedder = Embedder.load(None)
     baseline_scores = {
-        "bm25": relevance.bm25_scores(val),
-        "embedding": relevance.embedding_scores(val, embedder.encode),
+        "bm25": relevance.bm25_scores(both),
+        "embedding": relevance.embedding_scores(both, embedder.encode),
     }
     baselines = {}
     for name, scores in baseline_scores.items():
-        t = relevance.tune_threshold(scores, val, RELEVANCE_CAP)
-        baselines[name] = relevance.metrics(scores, val, t, RELEVANCE_CAP)
+        t = relevance.tune_threshold(scores, both, RELEVANCE_CAP)
+        baselines[name] = relevance.metrics(scores, both, t, RELEVANCE_CAP)
     meta = {
         "threshold": threshold,
         "cap": RELEVANCE_CAP,
         "baseline_thresholds": {k: v["threshold"] for k, v in baselines.items()},
     }
+    n = len(val)
     metrics = {
         "task": "relevance",
         "data": {
@@ -200,7 +241,11 @@ def train_relevance(
             "validation_users": len({r["user_id"] for r in val}),
             "pair_examples": len(examples),
         },
-        "validation": relevance.metrics(model_scores, val, threshold, RELEVANCE_CAP),
+        "validation": relevance.metrics(model_scores[:n], val, threshold, RELEVANCE_CAP),
+        "validation_statements": relevance.metrics(
+            model_scores[n:], val_statements, threshold, RELEVANCE_CAP
+        ),
+        "validation_both": relevance.metrics(model_scores, both, threshold, RELEVANCE_CAP),
         "baselines": baselines,
     }
     probe = [(r["prompt"], a) for r in val[:3] for a in r["attributes"][:20]]

@@ -67,6 +67,15 @@ def test_eval_extraction_keys(shared_data_dir: Path) -> None:
     assert result["n"] == 5
 
 
+def test_eval_extraction_with_the_verifier_keeps_a_subset(shared_data_dir: Path) -> None:
+    data = str(FIXTURES / "extraction_sample.jsonl")
+    raw = _eval(["extraction", "--data", data, "--limit", "3"], shared_data_dir)
+    verified = _eval(["extraction", "--data", data, "--limit", "3", "--verify"], shared_data_dir)
+    assert raw["n"] == verified["n"] == 3
+    assert verified["verified"] is True and raw["verified"] is False
+    assert verified["predictions"] <= raw["predictions"]
+
+
 TINY = FIXTURES / "personafeedback_tiny"
 
 
