@@ -119,6 +119,16 @@ async def test_tiny_deadline_times_out_quickly_and_the_next_call_works(
     assert (await client.complete(QUESTION, max_tokens=4)).text
 
 
+async def test_deadline_interrupts_a_long_prompt(client: EmbeddedLLMClient) -> None:
+    # About 1,900 tokens: reading them takes several seconds on one core.
+    long: list[Message] = [{"role": "user", "content": "dragon " * 1800}]
+    started = time.monotonic()
+    with pytest.raises(LLMTimeout, match="reading the prompt"):
+        await client.complete(long, max_tokens=4, deadline_s=0.3)
+    assert time.monotonic() - started < 2.0
+    assert (await client.complete(QUESTION, max_tokens=4)).text
+
+
 async def test_stream_deadline_raises_timeout(client: EmbeddedLLMClient) -> None:
     received: list[str] = []
     with pytest.raises(LLMTimeout):
