@@ -66,6 +66,12 @@ def default_model_path() -> Path:
     )
 
 
+def _stopped() -> LLMUnavailable:
+    # Read only when the client was closed under a call: a caller that went away has stopped
+    # listening for its result.
+    return LLMUnavailable("The embedded language model was shut down during the call.")
+
+
 class _TokenCounter:
     """A logits processor that changes nothing and counts: llama.cpp calls it once per sampled
     token, and on the first call the context holds exactly the prompt. The streamed chunks
@@ -158,7 +164,10 @@ class EmbeddedLLMClient(LLMClient):
         if self._closed:
             return
         self._closed = True
-        # Waits for the generation in flight (a cancelled one stops at its next token).
+        # Shutting down: the generation in flight stops at its next operation; then it is
+        # waited for, since llama.cpp must not be freed under it.
+        if (job := self._current) is not None:
+            job.cancelled.set()
         async with self._lock:
             await asyncio.get_running_loop().run_in_executor(self._executor, self._llama.close)
             self._executor.shutdown(wait=True)
@@ -278,6 +287,9 @@ class EmbeddedLLMClient(LLMClient):
             raise LLMTimeout(
                 f"The embedded language model was busy for the whole {job.budget:g} s deadline."
             ) from None
+        if self._closed:  # closed while this call waited
+            self._lock.release()
+            raise LLMUnavailable("The embedded language model has been shut down.")
         try:
             future = asyncio.get_running_loop().run_in_executor(self._executor, self._generate, job)
         except BaseException:
@@ -302,7 +314,7 @@ class EmbeddedLLMClient(LLMClient):
     def _generate(self, job: _Job) -> _Result:
         """Runs on the model's thread; raises LLMError subclasses."""
         if job.cancelled.is_set():
-            return _Result("", 0, 0)
+            raise _stopped()
         counter = _TokenCounter()
         parts: list[str] = []
         finish: str | None = None
@@ -339,7 +351,7 @@ class EmbeddedLLMClient(LLMClient):
                         job.on_delta(content)
                 finish = choice.get("finish_reason") or finish
                 if job.cancelled.is_set():
-                    break
+                    raise _stopped()
                 if time.monotonic() >= job.deadline and finish is None:
                     raise self._timeout(job, counter)
         except ValueError as exc:
@@ -355,8 +367,9 @@ class EmbeddedLLMClient(LLMClient):
             # llama_decode's status 2: our abort callback stopped the forward pass.
             if "llama_decode returned 2" not in str(exc):
                 raise LLMBadResponse(f"The embedded language model failed: {exc}") from exc
-            if not job.cancelled.is_set():
-                raise self._timeout(job, counter) from None
+            if job.cancelled.is_set():
+                raise _stopped() from None
+            raise self._timeout(job, counter) from None
         finally:
             self._current = None
             if chunks is not None:

@@ -186,3 +186,19 @@ async def test_closed_client_is_unavailable(client: EmbeddedLLMClient) -> None:
     await client.aclose()
     with pytest.raises(LLMUnavailable):
         await client.complete(QUESTION, max_tokens=4)
+
+
+async def test_closing_stops_the_call_in_flight_and_fails_the_waiting_ones(
+    client: EmbeddedLLMClient,
+) -> None:
+    running = asyncio.create_task(client.complete(STORY, max_tokens=1000))
+    await asyncio.sleep(0.3)  # generating
+    waiting = asyncio.create_task(client.complete(QUESTION, max_tokens=4))
+    await asyncio.sleep(0.05)
+    started = time.monotonic()
+    await client.aclose()
+    # 1000 tokens would take over ten seconds; the running call stopped where it was.
+    assert time.monotonic() - started < 2.0
+    for call in (running, waiting):
+        with pytest.raises(LLMUnavailable):
+            await call
