@@ -79,6 +79,25 @@ async def test_temperature_zero_is_repeatable(client: EmbeddedLLMClient) -> None
     assert first.text == second.text
 
 
+async def test_generation_does_not_block_the_event_loop(client: EmbeddedLLMClient) -> None:
+    lags: list[float] = []
+
+    async def tick() -> None:
+        while True:
+            before = time.monotonic()
+            await asyncio.sleep(0.01)
+            lags.append(time.monotonic() - before - 0.01)
+
+    ticker = asyncio.create_task(tick())
+    try:
+        await client.complete(STORY, max_tokens=60)
+    finally:
+        ticker.cancel()
+    # Generation ran for most of a second; had it held the loop, the ticker would have stalled.
+    assert len(lags) > 10
+    assert max(lags) < 0.25
+
+
 class Person(BaseModel):
     name: str
     age: int
