@@ -107,7 +107,8 @@ class Settings(BaseSettings):
     )
     # Half, not all: llama.cpp's threads spin-wait for each other, and when one of them shares
     # its core (with the ONNX models, the event loop, a neighbour) generation collapses; on two
-    # busy cores 1 thread gave 72 tok/s and 2 threads 6-23 (docs/embedded-llm.md).
+    # busy cores 1 thread gave a steady 72 tok/s, 2 threads anywhere from 6 to 100
+    # (docs/embedded-llm.md).
     llm_embedded_threads: int = Field(
         default_factory=lambda: max(1, available_cpus() // 2),
         ge=1,
