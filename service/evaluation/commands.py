@@ -96,6 +96,25 @@ class _Verified:
         ]
 
 
+class _Tolerant:
+    """Counts a failed LLM call as an empty answer for that conversation instead of ending the
+    whole evaluation (the count is reported as ``llm_errors``)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.errors: list[str] = []
+
+    async def extract(self, conversation: Any) -> list[Any]:
+        from service.llm.base import LLMError
+
+        try:
+            return list(await self.inner.extract(conversation))
+        except LLMError as exc:
+            self.errors.append(exc.slug)
+            return []
+
+
 def eval_extraction(
     settings: Settings,
     data: Path,
@@ -127,9 +146,12 @@ def eval_extraction(
                 chosen: Any = LLMExtractor(llm, deadline_s=settings.llm_deadline_s)
             else:
                 chosen = RuleExtractor()
+            tolerant = _Tolerant(chosen)
+            outer: Any = tolerant
             if verify:
-                chosen = _Verified(chosen, _classifier(settings, "verifier", None))
-            return await extraction.evaluate(chosen, rows, embedder, concurrency=concurrency)
+                outer = _Verified(tolerant, _classifier(settings, "verifier", None))
+            result = await extraction.evaluate(outer, rows, embedder, concurrency=concurrency)
+            return result | {"llm_errors": len(tolerant.errors)}
         finally:
             if llm is not None:
                 await llm.aclose()

@@ -18,7 +18,9 @@ from pydantic import BaseModel, Field
 from service.llm.base import Completion, LLMClient, Message, complete_structured
 from service.pipeline.extraction.types import CATEGORIES, Candidate, normalize_space
 
-MAX_FACTS = 20
+# Also the JSON schema's maxItems: a small model under a grammar otherwise keeps listing facts
+# until it runs out of tokens.
+MAX_FACTS = 10
 # Per message, so one long paste cannot crowd every other message out of the context window.
 MAX_MESSAGE_CHARS = 1_500
 
@@ -43,14 +45,14 @@ Answer with JSON only: {{"facts": [{{"text": ..., "category": ..., "message_inde
 
 
 class _Fact(BaseModel):
-    text: str = Field(min_length=1, max_length=300)
+    text: str = Field(min_length=1, max_length=200)
     category: str = Field(max_length=40)
     message_index: int = Field(ge=0)
-    quote: str = Field(min_length=1, max_length=1000)
+    quote: str = Field(min_length=1, max_length=300)
 
 
 class _Facts(BaseModel):
-    facts: list[_Fact] = Field(max_length=MAX_FACTS * 2)
+    facts: list[_Fact] = Field(max_length=MAX_FACTS)
 
 
 def build_messages(conversation: Sequence[Mapping[str, str]]) -> list[Message]:
@@ -73,7 +75,7 @@ class LLMExtractor:
     name = "llm"
 
     def __init__(
-        self, client: LLMClient, *, max_tokens: int = 768, deadline_s: float | None = None
+        self, client: LLMClient, *, max_tokens: int = 512, deadline_s: float | None = None
     ) -> None:
         self.client = client
         self.max_tokens = max_tokens
