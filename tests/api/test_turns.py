@@ -5,6 +5,7 @@ OpenAI-compatible server."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,8 @@ import pytest_asyncio
 from service.app import create_app
 from tests.conftest import Api, Database, bearer
 from tests.llm.conftest import FakeLLMServer, Reply, completion
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
@@ -85,33 +88,33 @@ async def test_turn_replies_then_extracts_in_the_background(
     assert "lisbon" not in texts and "surf" not in texts
 
 
-async def test_next_turn_uses_what_was_learned(turn_api: Api, llm: FakeLLMServer) -> None:
+async def test_turn_uses_the_selected_attributes(turn_api: Api, llm: FakeLLMServer) -> None:
     key = await turn_api.new_tenant()
-    attrs = ["Rental Cars - Preferred Rental Company: Avis, Hertz", "Music - Genre: jazz"]
-    for text in attrs:
+    row = json.loads((FIXTURES / "relevance_sample.jsonl").read_text().splitlines()[1])
+    for text in row["attributes"]:
         await turn_api.client.post(
             "/v1/users/u1/attributes", json={"text": text}, headers=bearer(key)
         )
+    r = await turn_api.client.post(
+        "/v1/select", json={"prompt": row["prompt"], "user_id": "u1"}, headers=bearer(key)
+    )
+    expected = [a["text"] for a in r.json()["attributes"] if a["selected"]]
+    assert expected
     llm.reply(completion("Hertz has a compact car at the airport."))
     r = await turn_api.client.post(
         "/v1/turns",
         json={
             "user_id": "u1",
-            "messages": [
-                {
-                    "role": "user",
-                    "content": "Recommend compact rental cars from your preferred companies.",
-                }
-            ],
+            "messages": [{"role": "user", "content": row["prompt"]}],
             "extract": False,
         },
         headers=bearer(key),
     )
     assert r.status_code == 200, r.text
     assert r.json()["job_id"] is None
-    assert [a["text"] for a in r.json()["attributes_used"]] == [attrs[0]]
+    assert [a["text"] for a in r.json()["attributes_used"]] == expected
     system = llm.requests[0].body["messages"][0]["content"]
-    assert "Avis" in system and "jazz" not in system
+    assert all(json.dumps(t) in system for t in expected)
 
 
 @pytest.mark.parametrize(
