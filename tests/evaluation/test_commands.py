@@ -116,6 +116,7 @@ def test_eval_personafeedback_reward(shared_data_dir: Path) -> None:
 def test_eval_personafeedback_llm_without_backend_fails_clearly(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TAILOR_")}
     env["TAILOR_DATA_DIR"] = str(tmp_path)
+    env["TAILOR_LOAD_LLM"] = "false"  # no server configured and no embedded model
     out = subprocess.run(
         [
             sys.executable,
@@ -137,3 +138,11 @@ def test_eval_personafeedback_llm_without_backend_fails_clearly(tmp_path: Path) 
     )
     assert out.returncode == 2
     assert "TAILOR_LLM_BASE_URL" in out.stderr
+
+
+def test_eval_personafeedback_llm_judge_on_the_embedded_model(tmp_path: Path) -> None:
+    args = ["personafeedback", "--data", str(TINY), "--judge", "llm", "--limit", "1"]
+    result = _eval(args, tmp_path)
+    assert result["judge"] == "llm" and result["n"] >= 4
+    assert 0.0 <= result["position_consistency"] <= 1.0
+    assert isinstance(result["prompt_tokens"], int) and result["prompt_tokens"] > 0
