@@ -84,11 +84,13 @@ class _Verified:
 
         from service.pipeline.extraction import grounded
         from service.pipeline.verify import first_person
-        from service.pipeline.windows import user_windows
+        from service.pipeline.windows import quote_window
 
         candidates = grounded(conversation, await self.inner.extract(conversation))
-        windows = {w.message_index: w.text for w in user_windows(conversation)}
-        pairs = [(first_person(c.text), windows[c.message_index]) for c in candidates]
+        pairs = [
+            (first_person(c.text), quote_window(conversation, c.message_index, c.quote).text)
+            for c in candidates
+        ]
         if not pairs:
             return []
         scores = await asyncio.to_thread(self.classifier.score, pairs)

@@ -4,9 +4,10 @@ The verifier is a cross-encoder over (attribute, window) pairs, one window per u
 (windows.py). Two entry points:
 - ``verify_attributes``: stateless verdicts for free-standing attributes; every user window is
   scored and the best one names the evidence message (max-pooling, as the model was trained).
-- ``verify_candidates``: extraction candidates already name their evidence message, so each is
-  scored against that window only. A fact must be supported by the words it cites; max-pooling
-  over other messages would let a candidate borrow support it does not quote.
+- ``verify_candidates``: extraction candidates already name their evidence, so each is scored
+  against the message it quotes, cut around the quote (windows.quote_window). A fact must be
+  supported by the words it cites; max-pooling over other messages would let a candidate borrow
+  support it does not quote.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 
 from service.inference import ModelRegistry
 from service.pipeline.extraction.types import Candidate
-from service.pipeline.windows import Window, user_windows
+from service.pipeline.windows import quote_window, user_windows
 
 VERIFIER = "verifier"
 
@@ -136,13 +137,12 @@ async def verify_candidates(
     """One verdict per candidate, scored against the window of the message it quotes.
 
     Candidates must be grounded already (their message is a user message)."""
-    by_index: dict[int, Window] = {w.message_index: w for w in user_windows(conversation)}
     classifier = models.classifier(VERIFIER)
     pairs = []
     for c in candidates:
-        window = by_index.get(c.message_index)
-        if window is None:
+        if conversation[c.message_index].get("role") != "user":
             raise ValueError(f"candidate cites message {c.message_index}, not a user message")
+        window = quote_window(conversation, c.message_index, c.quote)
         pairs.append((first_person(c.text), window.text))
     if len(pairs) > pair_limit:
         raise TooManyPairs(len(pairs), pair_limit)

@@ -18,3 +18,31 @@ def test_one_window_per_user_message_with_partner_context() -> None:
     assert windows[1].text.endswith("\nuser: Me too!")
     assert len(windows[1].text) < 300  # partner context is only the tail
     assert windows[2].text == "user: I also have two dogs."  # no partner message right before
+
+
+def test_quote_window_keeps_a_late_quote_in_view() -> None:
+    from service.pipeline.windows import QUOTE_USER_CHARS, quote_window
+
+    filler = "Some words about the weather and traffic today. " * 20
+    message = filler + "I strongly prefer learning with stories. " + filler
+    conversation = [
+        {"role": "assistant", "content": "Tell me how you like to learn." * 10},
+        {"role": "user", "content": message},
+    ]
+    window = quote_window(conversation, 1, "I strongly prefer learning with stories")
+    other, user = window.text.split("\n")
+    assert other.startswith("other: ") and len(other) < 140
+    assert "I strongly prefer learning with stories" in user
+    assert user.startswith("user: … ") and user.endswith(" …")
+    assert len(user) <= len("user: … ") + QUOTE_USER_CHARS + 2
+    # Cut at spaces, never inside a word.
+    body = user.removeprefix("user: … ").removesuffix(" …")
+    assert body in " ".join(message.split()) and body.split(" ")[0] in {"Some", "words", "about",
+        "the", "weather", "and", "traffic", "today."}  # fmt: skip
+
+
+def test_quote_window_of_a_short_message_is_the_message() -> None:
+    from service.pipeline.windows import quote_window
+
+    conversation = [{"role": "user", "content": "I have  a cat."}]
+    assert quote_window(conversation, 0, "a cat").text == "user: I have a cat."
