@@ -71,6 +71,16 @@ def instant_llm(port: int) -> uvicorn.Server:
     return server
 
 
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
 def percentiles(values: list[float]) -> dict[str, float]:
     a = np.array(values) * 1000
     return {
@@ -170,7 +180,7 @@ def main() -> None:
         "llm": args.llm,
         "attributes_per_user": len(attributes),
         "max_tokens": args.max_tokens,
-        "machine": f"{platform.machine()} {available_cpus()} CPUs, {platform.processor() or ''}",
+        "machine": f"{cpu_model()}, {available_cpus()} CPUs ({platform.machine()})",
         "python": platform.python_version(),
         "command": " ".join(sys.argv),
     }

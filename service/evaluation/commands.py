@@ -99,6 +99,24 @@ class _Verified:
         ]
 
 
+class _Memo:
+    """Runs the inner extractor once per conversation and replays its answer, so the same
+    candidates can be scored with and without the verifier (an LLM is slow and sampled)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.seen: dict[str, list[Any]] = {}
+
+    async def extract(self, conversation: Any) -> list[Any]:
+        import json
+
+        key = json.dumps(conversation, sort_keys=True)
+        if key not in self.seen:
+            self.seen[key] = list(await self.inner.extract(conversation))
+        return self.seen[key]
+
+
 class _Tolerant:
     """Counts a failed LLM call as an empty answer for that conversation instead of ending the
     whole evaluation (the count is reported as ``llm_errors``)."""
@@ -150,11 +168,16 @@ def eval_extraction(
             else:
                 chosen = RuleExtractor()
             tolerant = _Tolerant(chosen)
-            outer: Any = tolerant
-            if verify:
-                outer = _Verified(tolerant, _classifier(settings, "verifier", None))
-            result = await extraction.evaluate(outer, rows, embedder, concurrency=concurrency)
-            return result | {"llm_errors": len(tolerant.errors)}
+            memo = _Memo(tolerant)
+            unverified = await extraction.evaluate(memo, rows, embedder, concurrency=concurrency)
+            extra = {"llm_errors": len(tolerant.errors)}
+            if not verify:
+                return unverified | extra
+            verified = _Verified(memo, _classifier(settings, "verifier", None))
+            result = await extraction.evaluate(verified, rows, embedder, concurrency=concurrency)
+            # The extractor's own figures on the same candidates, before the verifier.
+            keys = ("precision", "recall", "f1", "partner_leak_rate", "n", "predictions")
+            return result | extra | {"unverified": {k: unverified[k] for k in keys}}
         finally:
             if llm is not None:
                 await llm.aclose()
