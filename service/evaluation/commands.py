@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -170,13 +171,19 @@ def eval_extraction(
             tolerant = _Tolerant(chosen)
             memo = _Memo(tolerant)
             unverified = await extraction.evaluate(memo, rows, embedder, concurrency=concurrency)
-            extra = {"llm_errors": len(tolerant.errors)}
+            extra = {
+                "llm_errors": len(tolerant.errors),
+                "llm_error_kinds": dict(Counter(tolerant.errors)),
+            }
             if not verify:
                 return unverified | extra
             verified = _Verified(memo, _classifier(settings, "verifier", None))
             result = await extraction.evaluate(verified, rows, embedder, concurrency=concurrency)
             # The extractor's own figures on the same candidates, before the verifier.
-            keys = ("precision", "recall", "f1", "partner_leak_rate", "n", "predictions")
+            keys = (
+                "precision", "recall", "f1", "partner_leak_rate", "n", "predictions",
+                "ungrounded", "candidates_per_conversation",
+            )  # fmt: skip
             return result | extra | {"unverified": {k: unverified[k] for k in keys}}
         finally:
             if llm is not None:
