@@ -99,6 +99,7 @@ async def store(
 ) -> list[Outcome]:
     """Merge the supported candidates into the user's active attributes (see merge.py)."""
     repo = AttributeRepository(session, tenant_id)
+    await repo.lock_user(user)
     active = await repo.all_active(user)
     known = [
         Stored(a.id, a.text, a.category, Embedder.from_bytes(a.embedding) if a.embedding else None)

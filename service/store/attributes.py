@@ -71,6 +71,16 @@ class AttributeRepository:
         stmt = stmt.order_by(Attribute.id).limit(limit)
         return list((await self.session.scalars(stmt)).all())
 
+    async def lock_user(self, user: User) -> None:
+        """Serialize merges into one user's attributes until the transaction ends: two jobs
+        merging at once would both miss the other's new fact and add it twice. (PostgreSQL row
+        lock; SQLite transactions already hold the database's write lock.)"""
+        await self.session.execute(
+            select(User.id)
+            .where(User.tenant_id == self.tenant_id, User.id == user.id)
+            .with_for_update()
+        )
+
     async def all_active(self, user: User) -> list[Attribute]:
         """Every active attribute of the user: selection and merging compare against all of
         them (brute force over the stored vectors; a user holds hundreds, not millions)."""
