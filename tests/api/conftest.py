@@ -5,6 +5,7 @@ themselves by creating their own tenant."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
@@ -26,19 +27,22 @@ def module_llm_server() -> Iterator[FakeLLMServer]:
         server.stop()
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def model_api(
-    database: Database, shared_data_dir: Path, module_llm_server: FakeLLMServer
+@asynccontextmanager
+async def serving(
+    database: Database, data_dir: Path, llm: FakeLLMServer, **overrides: object
 ) -> AsyncIterator[Api]:
+    """The app with the shipped models, on ``database``, talking to the scripted ``llm``."""
     settings = database.settings(
-        shared_data_dir,
-        llm_base_url=module_llm_server.base_url,
-        llm_max_retries=0,
-        llm_read_timeout_s=2.0,
-        llm_deadline_s=3.0,
-        jobs_worker=False,
-        # The LLM server here is scripted per test; extraction defaults to the rules.
-        extractor="rules",
+        data_dir,
+        **{
+            "llm_base_url": llm.base_url,
+            "llm_max_retries": 0,
+            "llm_read_timeout_s": 2.0,
+            "llm_deadline_s": 3.0,
+            # The LLM server here is scripted per test; extraction defaults to the rules.
+            "extractor": "rules",
+            **overrides,
+        },
     )
     app = create_app(settings)
     async with app.router.lifespan_context(app):
@@ -47,6 +51,14 @@ async def model_api(
             transport=transport, base_url="http://tailor.test", timeout=30
         ) as client:
             yield Api(client, database, settings)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def model_api(
+    database: Database, shared_data_dir: Path, module_llm_server: FakeLLMServer
+) -> AsyncIterator[Api]:
+    async with serving(database, shared_data_dir, module_llm_server, jobs_worker=False) as api:
+        yield api
 
 
 @pytest.fixture

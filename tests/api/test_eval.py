@@ -39,6 +39,7 @@ def eval_settings(clean_db: Database, tmp_path: Path) -> Settings:
         tmp_path,
         max_body_bytes=64 * 1024,
         load_models=False,
+        load_llm=False,  # no model and no LLM: judges that need one answer 503
         eval_data_dir=eval_dir,
         eval_upload_max_bytes=256 * 1024,
     )

@@ -89,7 +89,9 @@ async def test_bad_job_id_and_missing_key(api: Api) -> None:
 
 
 async def test_the_apps_worker_runs_a_job_to_success(clean_db: Database, tmp_path: Path) -> None:
-    settings = clean_db.settings(tmp_path, load_models=False, jobs_poll_interval_s=0.05)
+    settings = clean_db.settings(
+        tmp_path, load_models=False, load_llm=False, jobs_poll_interval_s=0.05
+    )
     app = create_app(settings, job_handlers=lambda _state: {"mark": MarkerHandler()})
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)

@@ -15,6 +15,7 @@ import pytest
 import pytest_asyncio
 
 from service.app import create_app
+from tests.api.conftest import serving
 from tests.conftest import Api, Database, bearer
 from tests.llm.conftest import FakeLLMServer, Reply, completion
 
@@ -27,23 +28,15 @@ pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 async def turn_api(
     database: Database, shared_data_dir: Path, module_llm_server: FakeLLMServer
 ) -> AsyncIterator[Api]:
-    settings = database.settings(
+    """With the in-process job worker, polling often so that tests wait little."""
+    async with serving(
+        database,
         shared_data_dir,
-        llm_base_url=module_llm_server.base_url,
-        llm_max_retries=0,
-        llm_read_timeout_s=2.0,
-        llm_deadline_s=3.0,
-        extractor="rules",
+        module_llm_server,
         jobs_poll_interval_s=0.1,
         jobs_backoff_base_s=0.1,
-    )
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-        async with httpx.AsyncClient(
-            transport=transport, base_url="http://tailor.test", timeout=30
-        ) as client:
-            yield Api(client, database, settings)
+    ) as api:
+        yield api
 
 
 async def wait_for_job(api: Api, key: str, job_id: str, limit_s: float = 30) -> dict[str, Any]:
