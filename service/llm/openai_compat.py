@@ -31,6 +31,7 @@ from service.llm.base import (
     LLMTimeout,
     LLMUnavailable,
     Message,
+    count_tokens,
 )
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -163,7 +164,7 @@ class OpenAICompatibleClient(LLMClient):
             raise error from exc
         finally:
             metrics.LLM_REQUEST_SECONDS.labels(self.name).observe(time.perf_counter() - started)
-        self._count_tokens(completion.prompt_tokens, completion.completion_tokens)
+        count_tokens(self.name, completion.prompt_tokens, completion.completion_tokens)
         return completion
 
     async def stream(
@@ -350,7 +351,7 @@ class OpenAICompatibleClient(LLMClient):
             )
         usage = chunk.get("usage")
         if usage:
-            self._count_tokens(*_usage(usage))
+            count_tokens(self.name, *_usage(usage))
         choices = chunk.get("choices")
         if not isinstance(choices, list):
             raise LLMBadResponse("The language model's stream has a chunk without choices.")
@@ -367,10 +368,6 @@ class OpenAICompatibleClient(LLMClient):
         return content
 
     # --- accounting ------------------------------------------------------------------------
-
-    def _count_tokens(self, prompt: int, completion: int) -> None:
-        metrics.LLM_TOKENS.labels(self.name, "prompt").inc(prompt)
-        metrics.LLM_TOKENS.labels(self.name, "completion").inc(completion)
 
     def _failed(self, exc: BaseException, budget: float) -> LLMError:
         error = _as_llm_error(exc, budget, self.read_timeout_s)

@@ -76,7 +76,7 @@ def first_person(text: str) -> str:
 class TooManyPairs(ValueError):
     """A request would queue more verifier pairs than one request may (see max_pairs)."""
 
-    def __init__(self, pairs: int, limit: int) -> None:
+    def __init__(self, pairs: int, limit: int, field: str) -> None:
         super().__init__(
             f"this request needs {pairs} verifier pairs (attributes x user messages); "
             f"at most {limit} are scored per request: send fewer attributes or a shorter "
@@ -84,6 +84,9 @@ class TooManyPairs(ValueError):
         )
         self.pairs = pairs
         self.limit = limit
+        # The request field to shorten: "attributes" for /v1/verify, "conversation" when the
+        # candidates came from the conversation itself.
+        self.field = field
 
 
 @dataclass(frozen=True)
@@ -114,7 +117,7 @@ async def verify_attributes(
         return [Verdict(a, 0.0, False, None) for a in attributes]
     pairs = [(first_person(a), w.text) for a in attributes for w in windows]
     if len(pairs) > pair_limit:
-        raise TooManyPairs(len(pairs), pair_limit)
+        raise TooManyPairs(len(pairs), pair_limit, "attributes")
     scores = await models.get(VERIFIER).submit(pairs) if pairs else np.zeros(0, np.float32)
     verdicts = []
     for i, text in enumerate(attributes):
@@ -125,6 +128,20 @@ async def verify_attributes(
             Verdict(text, score, score >= classifier.threshold, windows[best].message_index)
         )
     return verdicts
+
+
+def candidate_pairs(
+    conversation: Sequence[Mapping[str, str]], candidates: Sequence[Candidate]
+) -> list[tuple[str, str]]:
+    """The verifier's input for each candidate: its first-person form, and the message it
+    cites cut around the quote. Candidates must be grounded (their message is the user's)."""
+    pairs = []
+    for c in candidates:
+        if conversation[c.message_index].get("role") != "user":
+            raise ValueError(f"candidate cites message {c.message_index}, not a user message")
+        window = quote_window(conversation, c.message_index, c.quote)
+        pairs.append((first_person(c.text), window.text))
+    return pairs
 
 
 async def verify_candidates(
@@ -138,14 +155,9 @@ async def verify_candidates(
 
     Candidates must be grounded already (their message is a user message)."""
     classifier = models.classifier(VERIFIER)
-    pairs = []
-    for c in candidates:
-        if conversation[c.message_index].get("role") != "user":
-            raise ValueError(f"candidate cites message {c.message_index}, not a user message")
-        window = quote_window(conversation, c.message_index, c.quote)
-        pairs.append((first_person(c.text), window.text))
+    pairs = candidate_pairs(conversation, candidates)
     if len(pairs) > pair_limit:
-        raise TooManyPairs(len(pairs), pair_limit)
+        raise TooManyPairs(len(pairs), pair_limit, "conversation")
     if not pairs:
         return []
     scores = await models.get(VERIFIER).submit(pairs)
