@@ -26,9 +26,9 @@ VERIFIER = "verifier"
 
 # The verifier was trained on first-person persona sentences ("I have two dogs."), while the
 # service states attributes in the third person ("The user has two dogs."). Scoring the
-# first-person form keeps its input in the distribution it learned: on 231 rule candidates from
-# prefeval_implicit conversations it raised the supported share from 30% to 36%
-# (docs/extraction.md).
+# first-person form keeps its input in the distribution it learned: on 177 rule candidates from
+# prefeval_implicit conversations it raised the supported share from 32.2% to 37.9%
+# (bench/verifier_windows.py, docs/extraction.md).
 _IRREGULAR = {"is": "am", "has": "have", "does": "do", "was": "was", "isn't": "am not",
               "doesn't": "don't", "hasn't": "haven't", "wasn't": "wasn't"}  # fmt: skip
 _SUBJECT = re.compile(r"^the user(?:'s|\u2019s)?\b", re.IGNORECASE)
