@@ -32,6 +32,8 @@ from service.evaluation.worker import EvalWorker
 from service.inference import ModelRegistry, Overloaded, overloaded_problem
 from service.jobs import JobHandler, JobWorker
 from service.jobs.extraction import ExtractionJob
+from service.llm.base import LLMError
+from service.llm.embedded import EmbeddedLLMClient
 from service.llm.factory import build_llm
 from service.pipeline.turn_extraction import EXTRACT_KIND
 from service.schemas.common import Problem
@@ -69,8 +71,14 @@ def create_app(
             state.models = await asyncio.to_thread(ModelRegistry.load, settings)
             await state.models.start()
             state.readiness["models"] = state.models.readiness
-        # The embedded model loads from disk (a fraction of a second, more on a cold cache).
         state.llm = await asyncio.to_thread(build_llm, settings)
+        if isinstance(state.llm, EmbeddedLLMClient):
+            # Its own process loads the model (a fraction of a second, more on a cold cache).
+            # A failure is not fatal: LLM features answer 503 and the child is retried.
+            try:
+                await state.llm.start()
+            except LLMError as exc:
+                logging.getLogger("tailor.llm").error("embedded LLM not started: %s", exc.detail)
 
         def judge_for(name: str, seed: int) -> Judge:
             # Read at run time: the models and the LLM client are whatever the process holds.

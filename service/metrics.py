@@ -66,6 +66,22 @@ LLM_RETRIES = Counter(
 LLM_IN_FLIGHT = Gauge(
     "tailor_llm_requests_in_flight", "HTTP requests to the LLM server in progress.", ["backend"]
 )
+# The embedded model's child process (service/llm/embedded.py).
+LLM_CHILD_RESTARTS = Counter(
+    "tailor_llm_child_restarts_total",
+    "Times the embedded model's process was started again after it died or hung.",
+    ["backend"],
+)
+LLM_CHILD_EXITS = Counter(
+    "tailor_llm_child_exits_total",
+    "Unplanned exits of the embedded model's process, by cause (signal name or exit code).",
+    ["backend", "cause"],
+)
+LLM_CHILD_UP = Gauge(
+    "tailor_llm_child_up",
+    "1 while the embedded model's process is loaded and answering.",
+    ["backend"],
+)
 LLM_STRUCTURED_REPAIRS = Counter(
     "tailor_llm_structured_repairs_total",
     "Structured answers that failed validation and were sent back once, by outcome.",

@@ -8,17 +8,15 @@ itself never become the user's."""
 
 from __future__ import annotations
 
-import os
 import signal
-import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+
+from tests.server_process import create_tenant, prepare_data_dir, start_server
 
 pytestmark = pytest.mark.slow
 
@@ -29,41 +27,6 @@ MESSAGES = [
         "content": "I work as a nurse at night. Any tips for sleeping during the day?",
     },
 ]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _env(data_dir: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TAILOR_")}
-    return env | {"TAILOR_DATA_DIR": str(data_dir)} | extra
-
-
-def _start(data_dir: Path, log: Path, **extra: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
-    with log.open("ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "serve", "--port", str(port)],
-            env=_env(data_dir, **extra),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"server exited: {log.read_text(errors='replace')[-4000:]}")
-        try:
-            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                return proc, base
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    proc.kill()
-    raise AssertionError(f"server not ready: {log.read_text(errors='replace')[-4000:]}")
 
 
 def _job(base: str, key: str, job_id: str) -> dict[str, Any]:
@@ -84,23 +47,12 @@ def _wait_done(base: str, key: str, job_id: str, limit_s: float = 120) -> dict[s
 
 def test_turn_on_embedded_defaults_survives_a_kill(tmp_path: Path, shared_data_dir: Path) -> None:
     data_dir = tmp_path / "data"
-    data_dir.mkdir()
-    # The int8 graphs derived by other tests; deriving them again would only cost time.
-    cache = shared_data_dir / "onnx-cache"
-    if cache.is_dir():
-        (data_dir / "onnx-cache").symlink_to(cache)
+    prepare_data_dir(data_dir, shared_data_dir)
     log = tmp_path / "server.log"
-    key = subprocess.run(
-        [sys.executable, "-m", "service.cli", "admin", "create-tenant", "acme"],
-        env=_env(data_dir),
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    ).stdout.splitlines()[-1]
+    key = create_tenant(data_dir)
     auth = {"Authorization": f"Bearer {key}"}
 
-    proc, base = _start(data_dir, log, TAILOR_JOBS_WORKER="false")
+    proc, base = start_server(data_dir, log, TAILOR_JOBS_WORKER="false")
     try:
         r = httpx.post(
             f"{base}/v1/turns",
@@ -116,7 +68,7 @@ def test_turn_on_embedded_defaults_survives_a_kill(tmp_path: Path, shared_data_d
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
 
-    proc, base = _start(data_dir, log)
+    proc, base = start_server(data_dir, log)
     try:
         job = _wait_done(base, key, turn["job_id"])
         assert job["status"] == "succeeded" and job["attempts"] == 1, job

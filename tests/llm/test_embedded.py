@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
+import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -45,8 +49,11 @@ async def make_client() -> AsyncIterator[MakeClient]:
 
 
 @pytest.fixture
-def client(make_client: MakeClient) -> EmbeddedLLMClient:
-    return make_client()
+async def client(make_client: MakeClient) -> EmbeddedLLMClient:
+    # Started as the server starts it (at start-up), so deadlines measure generation only.
+    made = make_client()
+    await made.start()
+    return made
 
 
 def _value(metric: Any, *labels: str) -> float:
@@ -221,3 +228,113 @@ async def test_closing_stops_the_call_in_flight_and_fails_the_waiting_ones(
     for call in (running, waiting):
         with pytest.raises(LLMUnavailable):
             await call
+
+
+# --- the child process: crashes, hangs and restarts ------------------------------------------
+
+
+async def _wait_for_pid(
+    client: EmbeddedLLMClient, not_pid: int | None, limit_s: float = 30.0
+) -> int:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        pid = client.pid
+        if pid is not None and pid != not_pid:
+            return pid
+        await asyncio.sleep(0.05)
+    raise AssertionError("the model process was not started again")
+
+
+async def test_the_model_runs_in_a_child_process_not_in_the_server(
+    client: EmbeddedLLMClient,
+) -> None:
+    await client.complete(QUESTION, max_tokens=4)
+    assert client.pid is not None and client.pid != os.getpid()
+    # Loading llama.cpp's native library into this process is what must never happen.
+    assert "llama_cpp" not in sys.modules
+
+
+async def test_killing_the_child_mid_generation_fails_the_call_and_it_restarts(
+    make_client: MakeClient,
+) -> None:
+    client = make_client(restart_backoff_s=0.2)
+    await client.start()
+    first_pid = client.pid
+    assert first_pid is not None
+    received: list[str] = []
+    started = time.monotonic()
+    with pytest.raises(LLMUnavailable) as caught:
+        async for delta in client.stream(STORY, max_tokens=1000):
+            received.append(delta)
+            if len(received) == 3:
+                os.kill(first_pid, signal.SIGKILL)  # what a native crash looks like
+    # The call failed as soon as the process died, not at its deadline.
+    assert time.monotonic() - started < 10.0
+    assert caught.value.status == 503
+    assert "SIGKILL" in caught.value.detail
+    assert _value(metrics.LLM_CHILD_EXITS, client.name, "SIGKILL") == 1
+    second_pid = await _wait_for_pid(client, first_pid)
+    assert second_pid != first_pid
+    assert _value(metrics.LLM_CHILD_RESTARTS, client.name) == 1
+    assert (await client.complete(QUESTION, max_tokens=4)).text
+    assert _value(metrics.LLM_IN_FLIGHT, client.name) == 0
+
+
+async def test_while_the_child_is_down_calls_fail_fast_with_retry_after(
+    make_client: MakeClient,
+) -> None:
+    client = make_client(restart_backoff_s=30.0)
+    await client.start()
+    pid = client.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    for _ in range(500):  # the reader notices the exit
+        if client.pid is None:
+            break
+        await asyncio.sleep(0.02)
+    started = time.monotonic()
+    with pytest.raises(LLMUnavailable) as caught:
+        await client.complete(QUESTION, max_tokens=4)
+    assert time.monotonic() - started < 1.0
+    assert caught.value.retry_after is not None and 0 < caught.value.retry_after <= 30.0
+    assert "restarted in" in caught.value.detail
+
+
+async def test_a_hung_child_is_killed_after_the_deadline_and_replaced(
+    make_client: MakeClient,
+) -> None:
+    client = make_client(restart_backoff_s=0.2, hung_grace_s=0.5)
+    await client.start()
+    pid = client.pid
+    assert pid is not None
+    call = asyncio.create_task(client.complete(STORY, max_tokens=1000, deadline_s=1.0))
+    await asyncio.sleep(0.2)
+    os.kill(pid, signal.SIGSTOP)  # stuck: it no longer checks its deadline
+    started = time.monotonic()
+    with pytest.raises(LLMTimeout, match="restarted"):
+        await call
+    assert time.monotonic() - started < 5.0
+    await _wait_for_pid(client, pid)
+    assert (await client.complete(QUESTION, max_tokens=4)).text
+
+
+async def test_a_model_file_the_child_cannot_load_is_unavailable_not_a_crash(
+    tmp_path: Path,
+) -> None:
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"GGUF" + b"\x00" * 64)
+    client = EmbeddedLLMClient(
+        broken,
+        threads=1,
+        deadline_s=5.0,
+        name=f"test-{uuid.uuid4().hex[:8]}",
+        restart_backoff_s=60.0,
+    )
+    try:
+        with pytest.raises(LLMUnavailable, match="failed to start"):
+            await client.start()
+        # Within the backoff, calls answer at once with the cause.
+        with pytest.raises(LLMUnavailable, match="start failed"):
+            await client.complete(QUESTION, max_tokens=4)
+    finally:
+        await client.aclose()
