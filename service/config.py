@@ -150,6 +150,13 @@ class Settings(BaseSettings):
         "(resumed) at start-up; its process is presumed dead.",
     )
 
+    eval_max_crash_resumes: int = Field(
+        default=1,
+        ge=0,
+        description="Times a run whose process died mid-run is resumed at start-up; past "
+        "that it is marked failed, so a run that kills its server cannot crash-loop it.",
+    )
+
     # --- background jobs ------------------------------------------------------------------
     jobs_worker: bool = Field(
         default=True,

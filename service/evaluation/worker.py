@@ -7,6 +7,11 @@ lost silently:
 - at start-up every `queued` run, and every `running` run whose heartbeat is older than
   ``eval_stale_after_s`` (its process died), is resumed from the start (the judges are
   deterministic, so the figures are the same) with ``progress.restarts`` counting restarts;
+- but a run whose process died mid-run more than ``eval_max_crash_resumes`` times
+  (``progress.crashes``) is marked `failed` instead: it may be what killed the process, and
+  resuming it during start-up would crash-loop the server;
+- a judge whose LLM fails (the embedded model's process died, a server down) fails the run
+  with the reason, and the server goes on serving;
 - a run whose data is gone is marked `failed` with the reason.
 """
 
@@ -121,6 +126,27 @@ class EvalWorker:
                         # Another live process is running it (its heartbeat is fresh).
                         continue
                     progress = dict(row.progress or {})
+                    crashes = int(progress.get("crashes", 0)) + 1
+                    progress["crashes"] = crashes
+                    if crashes > self._settings.eval_max_crash_resumes:
+                        # It may be what killed the process: resuming it again could put the
+                        # server in a crash loop.
+                        reason = (
+                            f"the server stopped {crashes} times while this run was in "
+                            "progress (a crash or a kill); it is not resumed again. Start a "
+                            "new run once the cause is fixed."
+                        )
+                        metrics.EVAL_RUNS_FAILED.inc()
+                        await evalruns.finish(
+                            session,
+                            row.tenant_id,
+                            row.id,
+                            status="failed",
+                            progress=progress,
+                            error=reason,
+                        )
+                        log.error("eval run %s: failed at start-up: %s", row.id, reason)
+                        continue
                     progress["restarts"] = int(progress.get("restarts", 0)) + 1
                     progress["note"] = "resumed after its process stopped"
                     await evalruns.requeue(session, row.tenant_id, row.id, progress)
@@ -188,10 +214,12 @@ class EvalWorker:
             if row is None or row.status != "queued":
                 return  # deleted, or already taken by another process
             params = dict(row.params)
+            previous = row.progress or {}
             self._progress = {
                 "done": 0,
                 "total": None,
-                "restarts": int((row.progress or {}).get("restarts", 0)),
+                "restarts": int(previous.get("restarts", 0)),
+                "crashes": int(previous.get("crashes", 0)),
                 "heartbeat_at": _now(),
             }
             if not await evalruns.mark_running(session, tenant_id, run_id, dict(self._progress)):

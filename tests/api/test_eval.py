@@ -319,3 +319,40 @@ async def test_start_up_recovers_stale_runs_and_fails_lost_data(
         live_doc = (await api.client.get(f"/v1/eval/{ids[1]}", headers=h)).json()
         assert live_doc["status"] == "running" and live_doc["progress"]["done"] == 3
     assert counter("tailor_eval_runs_failed_total") == failed_before + 1
+
+
+async def test_a_run_that_keeps_killing_its_server_is_failed_not_resumed(
+    eval_settings: Settings, clean_db: Database
+) -> None:
+    """A run whose process died mid-run is resumed once; when its process dies mid-run again,
+    the next start-up marks it failed instead of running it into another crash."""
+    async with serving(eval_settings, clean_db) as (api, _):
+        h = bearer(await api.new_tenant())
+        first = (
+            await api.client.post(
+                "/v1/eval", json={"dataset": "tiny", "judge": "random"}, headers=h
+            )
+        ).json()["run_id"]
+        await wait_done(api, first, h)
+    engine = create_engine(clean_db.url, schema=clean_db.schema)
+    factory = session_factory(engine)
+    old = (datetime.now(UTC) - timedelta(hours=1)).isoformat()
+    async with transaction(factory) as session:
+        tenant_id = (
+            await session.scalars(select(EvalRun.tenant_id).where(EvalRun.id == first))
+        ).one()
+        once = await evalruns.create(session, tenant_id, {"dataset": "tiny", "judge": "random"})
+        once.status, once.progress = "running", {"done": 1, "heartbeat_at": old}
+        twice = await evalruns.create(session, tenant_id, {"dataset": "tiny", "judge": "random"})
+        twice.status = "running"
+        twice.progress = {"done": 1, "heartbeat_at": old, "crashes": 1, "restarts": 1}
+        ids = (once.id, twice.id)
+    await engine.dispose()
+    async with serving(eval_settings, clean_db) as (api, _):
+        once_doc = await wait_done(api, ids[0], h)
+        assert once_doc["status"] == "succeeded"
+        assert once_doc["progress"]["crashes"] == 1
+        twice_doc = await wait_done(api, ids[1], h)
+        assert twice_doc["status"] == "failed"
+        assert "stopped 2 times" in twice_doc["error"]
+        assert (await api.client.get("/readyz")).status_code == 200
