@@ -22,6 +22,8 @@ else
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF
 LLAMA_FLAVOUR := baseline
 endif
+# The pip that builds it: the project's venv's (make install passes it), else python3's.
+LLAMA_PIP ?= $(PYTHON) -m pip
 WHEELHOUSE ?= $(HOME)/.cache/tailor/wheels/llama-cpp-python-$(LLAMA_CPP_VERSION)-$(ARCH)-$(LLAMA_FLAVOUR)
 
 .PHONY: install serve test lint typecheck pytest openapi llama-wheel
@@ -30,16 +32,16 @@ llama-wheel:
 	@if ! ls $(WHEELHOUSE)/llama_cpp_python-*.whl >/dev/null 2>&1; then \
 		echo "Building llama-cpp-python $(LLAMA_CPP_VERSION) ($(LLAMA_FLAVOUR)); minutes, once per machine"; \
 		rm -rf $(WHEELHOUSE).tmp && mkdir -p $(WHEELHOUSE).tmp && \
-		CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" FORCE_CMAKE=1 $(PYTHON) -m pip wheel -q --no-cache-dir \
+		CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" FORCE_CMAKE=1 $(LLAMA_PIP) wheel -q --no-cache-dir \
 			--no-deps --no-binary llama-cpp-python -w $(WHEELHOUSE).tmp \
 			llama-cpp-python==$(LLAMA_CPP_VERSION) && \
 		rm -rf $(WHEELHOUSE) && mv $(WHEELHOUSE).tmp $(WHEELHOUSE); \
 	fi
 
 $(BIN)/tailor: pyproject.toml
-	$(MAKE) llama-wheel
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	$(MAKE) llama-wheel LLAMA_PIP=$(BIN)/pip
 # The portable build first, so that the project's pin finds it installed and pip never builds
 # (or takes from its cache) a native one.
 	$(BIN)/pip install -q --force-reinstall --no-deps $(WHEELHOUSE)/llama_cpp_python-*.whl
