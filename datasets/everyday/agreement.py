@@ -1,0 +1,143 @@
+"""Agreement between the writers' labels and the blind second reading (standard library only).
+
+    python3 datasets/everyday/agreement.py
+
+Reads review/{verification,relevance}_second.jsonl (the second reader saw only the
+conversation and the attribute, or the prompt and the facts) and the built split files.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def _rows(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+
+
+def _kappa(pairs: list[tuple[bool, bool]]) -> float:
+    n = len(pairs)
+    po = sum(a == b for a, b in pairs) / n
+    pa = sum(a for a, _ in pairs) / n
+    pb = sum(b for _, b in pairs) / n
+    pe = pa * pb + (1 - pa) * (1 - pb)
+    return (po - pe) / (1 - pe) if pe < 1 else 1.0
+
+
+def _relevance_agreement(firsts: dict, blind: dict, readings: list[dict]) -> dict:
+    pairs, exact, empty_agree, empty_n, compared = [], 0, 0, 0, 0
+    for r in readings:
+        row = firsts.get(r["id"])
+        if row is None or row["prompt"] != blind[r["id"]]["prompt"]:
+            continue
+        compared += 1
+        a, b = set(row["relevant"]), set(r["relevant"])
+        exact += a == b
+        pairs += [(i in a, i in b) for i in range(len(row["attributes"]))]
+        if not a:
+            empty_n += 1
+            empty_agree += not b
+    tp = sum(a and b for a, b in pairs)
+    return {
+        "prompts": compared,
+        "facts": len(pairs),
+        "fact_agreement": round(sum(a == b for a, b in pairs) / len(pairs), 4),
+        "cohen_kappa": round(_kappa(pairs), 4),
+        "f1_between_readers": round(
+            2 * tp / (sum(a for a, _ in pairs) + sum(b for _, b in pairs)), 4
+        ),
+        "exact_same_set": round(exact / compared, 4),
+        "nothing_applies_agreement": round(empty_agree / empty_n, 4) if empty_n else None,
+        "corpus_selected": sum(a for a, _ in pairs),
+        "reader_selected": sum(b for _, b in pairs),
+    }
+
+
+def main() -> None:
+    first = {
+        r["id"]: r
+        for s in ("train", "val", "test")
+        for r in _rows(HERE / "verification" / f"{s}.jsonl")
+    }
+    seen = {r["id"]: r for r in _rows(HERE / "review" / "verification_blind.jsonl")}
+    second = [
+        r
+        for r in _rows(HERE / "review" / "verification_second.jsonl")
+        if r["id"] in first
+        and first[r["id"]]["attribute"] == seen[r["id"]]["attribute"]
+        and first[r["id"]]["conversation"] == seen[r["id"]]["conversation"]
+    ]
+    ver_changed = len(seen) - len(second)
+    pairs = [(first[r["id"]]["label"] == "supported", r["label"] == "supported") for r in second]
+    by_cat: Counter = Counter()
+    agree_cat: Counter = Counter()
+    disagreements = []
+    for r, (a, b) in zip(second, pairs, strict=True):
+        cat = first[r["id"]]["category"]
+        by_cat[cat] += 1
+        agree_cat[cat] += a == b
+        if a != b:
+            disagreements.append(r["id"])
+    ver = {
+        "n": len(pairs),
+        "cases_changed_since_sampling": ver_changed,
+        "agreement": round(sum(a == b for a, b in pairs) / len(pairs), 4),
+        "cohen_kappa": round(_kappa(pairs), 4),
+        "by_category": {c: round(agree_cat[c] / by_cat[c], 3) for c in sorted(by_cat)},
+        "disagreements": disagreements,
+    }
+    firsts = {
+        r["id"]: r for s in ("train", "val", "test") for r in _rows(HERE / "relevance" / f"{s}.jsonl")
+    }
+    blind = {r["id"]: r for r in _rows(HERE / "review" / "relevance_blind.jsonl")}
+    # Writers reworked some prompts after the sample was drawn: only rows whose prompt and
+    # facts are still what the second reader saw are compared.
+    rel_second = [
+        r
+        for r in _rows(HERE / "review" / "relevance_second.jsonl")
+        if firsts.get(r["id"], {}).get("prompt") == blind[r["id"]]["prompt"]
+        and firsts[r["id"]]["attributes"] == blind[r["id"]]["facts"]
+    ]
+    changed = len(blind) - len(rel_second)
+    fact_pairs, exact, empty_agree, empty_n = [], 0, 0, 0
+    for r in rel_second:
+        row = firsts[r["id"]]
+        a, b = set(row["relevant"]), set(r["relevant"])
+        exact += a == b
+        fact_pairs += [(i in a, i in b) for i in range(len(row["attributes"]))]
+        if not a:
+            empty_n += 1
+            empty_agree += not b
+    tp = sum(a and b for a, b in fact_pairs)
+    rel = {
+        "prompts": len(rel_second),
+        "prompts_changed_since_sampling": changed,
+        "facts": len(fact_pairs),
+        "fact_agreement": round(sum(a == b for a, b in fact_pairs) / len(fact_pairs), 4),
+        "cohen_kappa": round(_kappa(fact_pairs), 4),
+        # F1 of one reading against the other (symmetric).
+        "f1_between_readers": round(
+            2 * tp / (sum(a for a, _ in fact_pairs) + sum(b for _, b in fact_pairs)), 4
+        ),
+        "exact_same_set": round(exact / len(rel_second), 4),
+        "nothing_applies_agreement": round(empty_agree / empty_n, 4) if empty_n else None,
+        "first_selected": sum(a for a, _ in fact_pairs),
+        "second_selected": sum(b for _, b in fact_pairs),
+    }
+    out = {"verification": ver, "relevance": rel}
+    third = HERE / "review" / "relevance_third.jsonl"
+    if third.is_file():
+        # A fresh blind reading of 200 other prompts, after the guideline's clarifications and
+        # the relabel: an independent check of the final labels.
+        blind2 = {r["id"]: r for r in _rows(HERE / "review" / "relevance_blind_2.jsonl")}
+        out["relevance_final"] = _relevance_agreement(firsts, blind2, _rows(third))
+    (HERE / "review" / "agreement.json").write_text(json.dumps(out, indent=2) + "\n")
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
