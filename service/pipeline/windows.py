@@ -11,11 +11,16 @@ some message of the user supports it, and the best window also names the evidenc
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 PARTNER_CONTEXT_CHARS = 240
 USER_MESSAGE_CHARS = 600
+# A message up to this long is one window; a longer one is read in chunks of whole sentences.
+SINGLE_WINDOW_CHARS = 420
+CHUNK_CHARS = 320
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
 @dataclass(frozen=True)
@@ -38,18 +43,62 @@ def _head(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + " …"
 
 
+def _sentences(text: str) -> list[str]:
+    """Sentence-ish pieces (split after . ! ? and line breaks), each at most CHUNK_CHARS."""
+    pieces = [p for p in SENTENCE_END.split(text) if p.strip()]
+    out: list[str] = []
+    for piece in pieces:
+        piece = " ".join(piece.split())
+        while len(piece) > CHUNK_CHARS:
+            cut = piece.rfind(" ", 0, CHUNK_CHARS)
+            cut = cut if cut > CHUNK_CHARS // 2 else CHUNK_CHARS
+            out.append(piece[:cut])
+            piece = piece[cut:].strip()
+        if piece:
+            out.append(piece)
+    return out
+
+
+def message_chunks(text: str) -> list[str]:
+    """A user message as the verifier reads it: whole when short, else overlapping chunks.
+
+    The verifier reads 128 tokens of (attribute, window), about 400 characters of message: a
+    fact in the middle of a long message would otherwise never be read. Chunks are runs of
+    whole sentences of at most CHUNK_CHARS, each starting with the last sentence of the one
+    before, so a fact that spans a sentence break is read whole in one of them.
+    """
+    flat = " ".join(text.split())
+    if len(flat) <= SINGLE_WINDOW_CHARS:
+        return [flat]
+    sentences = _sentences(text)
+    chunks: list[str] = []
+    start = 0
+    while start < len(sentences):
+        end, size = start, 0
+        while end < len(sentences) and (end == start or size + len(sentences[end]) < CHUNK_CHARS):
+            size += len(sentences[end]) + 1
+            end += 1
+        chunks.append(" ".join(sentences[start:end]))
+        if end >= len(sentences):
+            break
+        start = end - 1 if end - 1 > start else end
+    return chunks
+
+
 def user_windows(conversation: Sequence[Mapping[str, str]]) -> list[Window]:
+    """One window per user message (several for a long one, see ``message_chunks``), the first
+    preceded by the end of the partner message it answers."""
     windows = []
     for index, message in enumerate(conversation):
         if message.get("role") != "user" or not message.get("content", "").strip():
             continue
-        parts = []
+        context = ""
         if index > 0 and conversation[index - 1].get("role") != "user":
-            parts.append(
-                "other: " + _tail(conversation[index - 1]["content"], PARTNER_CONTEXT_CHARS)
-            )
-        parts.append("user: " + _head(message["content"], USER_MESSAGE_CHARS))
-        windows.append(Window(index, "\n".join(parts)))
+            context = "other: " + _tail(conversation[index - 1]["content"], PARTNER_CONTEXT_CHARS)
+        for k, chunk in enumerate(message_chunks(message["content"])):
+            parts = [context] if context and k == 0 else []
+            parts.append("user: " + _head(chunk, USER_MESSAGE_CHARS))
+            windows.append(Window(index, "\n".join(parts)))
     return windows
 
 

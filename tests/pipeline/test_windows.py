@@ -46,3 +46,29 @@ def test_quote_window_of_a_short_message_is_the_message() -> None:
 
     conversation = [{"role": "user", "content": "I have  a cat."}]
     assert quote_window(conversation, 0, "a cat").text == "user: I have a cat."
+
+
+def test_a_long_message_is_read_in_overlapping_chunks_of_whole_sentences() -> None:
+    from service.pipeline.windows import CHUNK_CHARS, message_chunks
+
+    before = "My boss moved the deadline again and I stayed late twice this week. " * 4
+    fact = "Anyway, I finally adopted a cat from the shelter last Sunday."
+    after = " The bus was late every single day and the weather was grey and cold. " * 4
+    message = before + fact + after
+    conversation = [
+        {"role": "assistant", "content": "How was your week?"},
+        {"role": "user", "content": message},
+    ]
+    windows = user_windows(conversation)
+    assert len(windows) > 1 and {w.message_index for w in windows} == {1}
+    # Only the first carries the partner's words; every chunk is short enough to be read whole.
+    assert windows[0].text.startswith("other: How was your week?\nuser: ")
+    assert all(not w.text.startswith("other:") for w in windows[1:])
+    chunks = message_chunks(message)
+    assert all(len(c) <= CHUNK_CHARS for c in chunks)
+    # The fact sits whole in one chunk; consecutive chunks share a sentence.
+    assert any(fact in c for c in chunks)
+    for first, second in zip(chunks, chunks[1:], strict=False):
+        assert first.rsplit(". ", 1)[-1].rstrip(".") in second
+    # A short message stays one window.
+    assert message_chunks("I have two dogs.") == ["I have two dogs."]
