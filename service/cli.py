@@ -109,6 +109,8 @@ def _train(args: argparse.Namespace, settings: Settings) -> int:
     cache = cache_dir(settings)
     if args.task == "verifier":
         metrics = run.train_verifier(Path(args.data), out, base, config, cache)
+    elif args.task == "relevance" and Path(args.data).is_dir():
+        metrics = run.train_relevance_everyday(Path(args.data), out, base, config, cache)
     elif args.task == "relevance":
         metrics = run.train_relevance(Path(args.data), out, base, config, cache)
     else:
@@ -202,7 +204,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--data",
         required=True,
-        help="verifier: verification/spc.jsonl; relevance: personalens.jsonl; "
+        help="verifier: verification/spc.jsonl; relevance: datasets/everyday/relevance (the "
+        "default selector) or personalens.jsonl (non-commercial, opt-in); "
         "reward: a PersonaFeedback-layout directory",
     )
     train.add_argument("--out", required=True, help="model directory, e.g. models/verifier")

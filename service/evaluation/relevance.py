@@ -45,9 +45,13 @@ def gold_mask(row: dict[str, Any]) -> np.ndarray:
 def metrics(
     row_scores: list[np.ndarray], rows: Sequence[dict[str, Any]], threshold: float, cap: int
 ) -> dict[str, Any]:
-    predicted = np.concatenate([select(s, threshold, cap) for s in row_scores])
+    chosen = [select(s, threshold, cap) for s in row_scores]
+    predicted = np.concatenate(chosen)
     gold = np.concatenate([gold_mask(r) for r in rows])
     m = binary(predicted, gold)
+    # Prompts where nothing applies (small talk, arithmetic, ...): selecting nothing is right.
+    empty = [i for i, r in enumerate(rows) if not r["relevant"]]
+    quiet = sum(not chosen[i].any() for i in empty)
     return {
         "precision": round(m.precision, 4),
         "recall": round(m.recall, 4),
@@ -58,6 +62,8 @@ def metrics(
         "pairs": len(gold),
         "threshold": round(threshold, 6),
         "cap": cap,
+        "nothing_applies": len(empty),
+        "nothing_selected_when_nothing_applies": round(quiet / len(empty), 4) if empty else None,
     }
 
 
@@ -71,6 +77,26 @@ def tune_threshold(row_scores: list[np.ndarray], rows: Sequence[dict[str, Any]],
         if f1 > best_f1:
             best_t, best_f1 = float(t), f1
     return best_t
+
+
+def calibrate(
+    row_scores: list[np.ndarray],
+    rows: Sequence[dict[str, Any]],
+    cap: int,
+    rate_tolerance: float = 0.15,
+) -> float:
+    """The best-F1 threshold among those whose selection rate is within ``rate_tolerance`` of
+    the gold rate (relative), so the selector picks about as many facts as people would; the
+    plain best-F1 threshold when none is."""
+    flat = np.concatenate(row_scores)
+    gold_rate = float(np.mean(np.concatenate([gold_mask(r) for r in rows])))
+    candidates = np.unique(np.quantile(flat, np.linspace(0.3, 1.0, 500)))
+    best_t, best_f1 = None, -1.0
+    for t in candidates:
+        m = metrics(row_scores, rows, float(t), cap)
+        if abs(m["selection_rate"] - gold_rate) <= rate_tolerance * gold_rate and m["f1"] > best_f1:
+            best_t, best_f1 = float(t), m["f1"]
+    return best_t if best_t is not None else tune_threshold(row_scores, rows, cap)
 
 
 def _tokens(text: str) -> list[str]:

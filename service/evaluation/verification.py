@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from service.evaluation.metrics import binary, recall_at_precision
+from service.pipeline.verify import first_person
 from service.pipeline.windows import user_windows
 
 ScoreFn = Callable[[Sequence[tuple[str, str]]], np.ndarray]
@@ -34,7 +35,10 @@ def pooled_scores(
     for row in rows:
         windows = user_windows(row["conversation"])
         start = len(pairs)
-        pairs += [(row["attribute"], w.text) for w in windows]
+        # As the service reads it (/v1/verify): a stored "The user ..." statement in the first
+        # person the model was trained on; first-person sentences pass unchanged.
+        attribute = first_person(row["attribute"])
+        pairs += [(attribute, w.text) for w in windows]
         spans.append((start, len(pairs), [w.message_index for w in windows]))
     flat = score(pairs) if pairs else np.zeros(0, dtype=np.float32)
     out = np.zeros(len(spans), dtype=np.float32)

@@ -57,7 +57,7 @@ async def select(
     embedder = models.embedder
     if embedder is None:
         raise EmbedderMissing("selection needs the embedder; it is not loaded")
-    classifier = models.classifier(RELEVANCE)
+    models.classifier(RELEVANCE)  # a missing model fails here, before any work
     # No stored vector, or one from another embedder (the deployment changed models): embed now.
     missing = [
         i
@@ -66,11 +66,26 @@ async def select(
     ]
     texts = [prompt] + [items[i].text for i in missing]
     encoded = await embedder.aencode(texts)
-    prompt_vector = encoded[0]
     vectors = [item.vector for item in items]
     for k, i in enumerate(missing):
         vectors[i] = encoded[k + 1]
     matrix = np.stack([v for v in vectors if v is not None])
+    return await rank(models, prompt, encoded[0], matrix, items, prefilter_k=prefilter_k)
+
+
+async def rank(
+    models: ModelRegistry,
+    prompt: str,
+    prompt_vector: NDArray[np.float32],
+    matrix: NDArray[np.float32],
+    items: Sequence[Item],
+    *,
+    prefilter_k: int,
+) -> list[Scored]:
+    """The selection once the vectors exist (the prompt's, and one row of ``matrix`` per
+    item): the prefilter, the cross-encoder on the shortlist, the threshold and the cap. This
+    is the selector's model work that bench/select_latency.py times."""
+    classifier = models.classifier(RELEVANCE)
     similarity = matrix @ prompt_vector
     shortlist = [int(i) for i in np.argsort(-similarity, kind="stable")[:prefilter_k]]
     scores = await models.get(RELEVANCE).submit([(prompt, items[i].text) for i in shortlist])

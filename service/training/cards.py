@@ -27,21 +27,29 @@ PURPOSE = {
 
 DATA = {
     "verifier": (
-        "Synthetic-Persona-Chat (Google Research), **CC-BY-4.0**: conversations of "
-        "`../shared/data/verification/spc.jsonl` with labels re-read by hand "
-        "(`datasets/verification_train/checked_*.jsonl`, guide `datasets/LABELING.md`), plus "
-        "template cases for known failure modes (`service/training/synthetic.py`, this "
-        "project's own) and hand-written failure-mode cases "
-        "(`datasets/verifier_train_written*.jsonl`, this project's own, written without sight of "
-        "the test set). Validation: `datasets/verification_val_checked.jsonl` (hand-checked, "
-        "persona groups held apart from training). Test of failure modes: "
-        "`datasets/verifier_hard_negatives.jsonl` (hand-written, never trained on)."
+        "This project's own writing and Synthetic-Persona-Chat (Google Research), "
+        "**CC-BY-4.0**; usable commercially. (1) The everyday corpus written for Tailor "
+        "(`datasets/everyday/verification/train.jsonl`, 2,580 cases over 30 everyday domains "
+        "and 12 categories; datasheet `datasets/everyday/README.md`), its third-person "
+        "attributes read in the first person as the service reads them. (2) The conversations "
+        "of `../shared/data/verification/spc.jsonl` with labels re-read by hand "
+        "(`datasets/verification_train/checked_*.jsonl`, guide `datasets/LABELING.md`). (3) "
+        "Hand-written failure-mode cases (`datasets/verifier_train_written*.jsonl`) and 444 "
+        "template-made window examples (`service/training/synthetic.py`, about 2% of the "
+        "examples). The threshold is chosen on the everyday validation split and the "
+        "hand-checked SPC validation pairs together (`datasets/verification_val_checked.jsonl`, "
+        "persona groups held apart from training). Tests, never trained on: the everyday test "
+        "split and `datasets/verifier_hard_negatives.jsonl`."
     ),
     "relevance": (
-        "PersonaLens (Amazon Science), **CC-BY-NC-4.0** (non-commercial): "
-        "`../shared/data/relevance/personalens.jsonl`. This model was trained on "
-        "non-commercial data and carries that license; replace it with one trained on "
-        "commercially usable data before commercial use. Validation: 20% of users held out."
+        "This project's own writing, usable commercially: the everyday corpus written for "
+        "Tailor (`datasets/everyday/relevance/train.jsonl`: user profiles of 8-15 third-person "
+        "facts and prompts labelled with the facts a thoughtful assistant would use; datasheet "
+        "`datasets/everyday/README.md`). Every (prompt, fact) of the profile is an example (the "
+        "profile's other facts are the hard negatives), plus facts of other profiles as easy "
+        "negatives. Threshold and cap are calibrated on the validation split (other profiles) "
+        "so that the selection rate matches the gold rate; the test split (other profiles "
+        "again) is used for neither. No PersonaLens or other non-commercial data."
     ),
     "reward": (
         "PrefEval (Amazon Science) in the PersonaFeedback layout, **CC-BY-NC-4.0** "
@@ -86,7 +94,14 @@ def write_card(task: str, out: Path, metrics: dict[str, Any], meta: dict[str, An
         json.dumps(
             {
                 k: metrics[k]
-                for k in ("data", "validation", "baselines", "hard_negatives_test")
+                for k in (
+                    "data",
+                    "validation",
+                    "everyday_validation",
+                    "baselines",
+                    "hard_negatives_test",
+                    "test",
+                )
                 if k in metrics
             },
             indent=2,

@@ -92,9 +92,13 @@ def train_verifier(
         for row in verifier_data.written_rows(path)
     ]
     counts["written_rows"] = len(written)
+    everyday_dir = datasets_dir / "everyday" / "verification"
+    everyday = verifier_data.everyday_rows(everyday_dir / "train.jsonl")
+    counts["everyday_train_rows"] = len(everyday)
     examples = (
         verifier_data.window_examples(rows)
         + verifier_data.window_examples(written)
+        + verifier_data.window_examples(everyday)
         + verifier_data.synthetic_examples(12)
     )
     positives = sum(e.label for e in examples)
@@ -103,10 +107,17 @@ def train_verifier(
     encoder = CrossEncoder(base or default_base_model(), config.max_length, config.seed)
     encoder.train(examples, config)
 
-    scores, _ = verification.pooled_scores(encoder.predict, val_rows)
-    gold = np.array([r["supported"] for r in val_rows])
+    # The threshold is chosen on both validation sets at once (the written everyday split and
+    # the read-checked SPC pairs): it must hold for chat turns and for persona sentences.
+    everyday_val = verifier_data.everyday_rows(everyday_dir / "val.jsonl")
+    for row in everyday_val:
+        row["supported"] = row["label"] == "supported"
+    calibration = val_rows + everyday_val
+    scores, _ = verification.pooled_scores(encoder.predict, calibration)
+    gold = np.array([r["supported"] for r in calibration])
     threshold, _ = best_f1_threshold(scores, gold)
     val = verification.evaluate(encoder.predict, val_rows, threshold)
+    everyday_validation = verification.evaluate(encoder.predict, everyday_val, threshold)
     hard_rows = verification.load_rows(datasets_dir / "verifier_hard_negatives.jsonl")
     hard = verification.evaluate(encoder.predict, hard_rows, threshold)
     probe = [
@@ -129,6 +140,7 @@ def train_verifier(
             "source_label_agreement_train": counts["source_label_agreement"],
         },
         "validation": val,
+        "everyday_validation": everyday_validation,
         "hard_negatives_test": hard,
     }
     return _finish(
@@ -249,6 +261,81 @@ def train_relevance(
         "baselines": baselines,
     }
     probe = [(r["prompt"], a) for r in val[:3] for a in r["attributes"][:20]]
+    return _finish("relevance", encoder, out, probe, config, meta, metrics, cache_dir)
+
+
+def _everyday_examples(rows: list[dict[str, Any]], seed: int) -> list[PointExample]:
+    """Every (prompt, fact) of the profile, labelled by the writers (the profile's other facts
+    are the hard negatives), plus two facts of other profiles as easy negatives."""
+    rng = random.Random(seed)
+    pool = sorted({a for r in rows for a in r["attributes"]})
+    out = []
+    for row in rows:
+        relevant = set(row["relevant"])
+        own = set(row["attributes"])
+        for i, attr in enumerate(row["attributes"]):
+            out.append(PointExample(row["prompt"], attr, 1.0 if i in relevant else 0.0))
+        for attr in rng.sample(pool, 4):
+            if attr not in own:
+                out.append(PointExample(row["prompt"], attr, 0.0))
+                if sum(1 for e in out[-4:] if e.b not in own) >= 2:
+                    break
+    return out
+
+
+def train_relevance_everyday(
+    data: Path, out: Path, base: Path | None, config: TrainConfig, cache_dir: Path
+) -> dict[str, Any]:
+    """The default selector: trained on the written everyday corpus (``data`` is its
+    relevance/ folder with train/val/test.jsonl), calibrated on its validation split so the
+    selection rate matches the gold rate. The test split is not read here."""
+    from service.inference.embedder import Embedder
+
+    train = relevance.load_rows(data / "train.jsonl")
+    val = relevance.load_rows(data / "val.jsonl")
+    examples = _everyday_examples(train, config.seed)
+    positives = sum(e.label for e in examples)
+    config.pos_weight = max(1.0, (len(examples) - positives) / max(positives, 1) / 2)
+    encoder = CrossEncoder(base or default_base_model(), config.max_length, config.seed)
+    encoder.train(examples, config)
+
+    model_scores = relevance.pair_scores(val, encoder.predict)
+    best: tuple[float, int, float] | None = None
+    for cap in (3, 4, 5, 6):
+        t = relevance.calibrate(model_scores, val, cap)
+        f1 = relevance.metrics(model_scores, val, t, cap)["f1"]
+        if best is None or f1 > best[0]:
+            best = (f1, cap, t)
+    assert best is not None
+    _, cap, threshold = best
+    embedder = Embedder.load(None)
+    baselines = {}
+    for name, scores in (
+        ("bm25", relevance.bm25_scores(val)),
+        ("embedding", relevance.embedding_scores(val, embedder.encode)),
+    ):
+        t = relevance.tune_threshold(scores, val, cap)
+        baselines[name] = relevance.metrics(scores, val, t, cap)
+    meta = {
+        "threshold": threshold,
+        "cap": cap,
+        "baseline_thresholds": {k: v["threshold"] for k, v in baselines.items()},
+    }
+    metrics = {
+        "task": "relevance",
+        "data": {
+            "corpus": "datasets/everyday/relevance (written for Tailor)",
+            "train_prompts": len(train),
+            "validation_prompts": len(val),
+            "train_profiles": len({r["profile_id"] for r in train}),
+            "validation_profiles": len({r["profile_id"] for r in val}),
+            "pair_examples": len(examples),
+            "pair_positives": int(positives),
+        },
+        "validation": relevance.metrics(model_scores, val, threshold, cap),
+        "baselines": baselines,
+    }
+    probe = [(r["prompt"], a) for r in val[:6] for a in r["attributes"]]
     return _finish("relevance", encoder, out, probe, config, meta, metrics, cache_dir)
 
 

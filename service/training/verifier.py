@@ -120,6 +120,25 @@ def training_rows(
     }
 
 
+def everyday_rows(path: Path) -> list[dict[str, Any]]:
+    """The written everyday corpus (datasets/everyday/verification/*.jsonl), its third-person
+    attributes in the first person the service's verifier reads (``first_person``)."""
+    from service.pipeline.verify import first_person
+
+    return [
+        {
+            "conversation": r["conversation"],
+            "attribute": first_person(r["attribute"]),
+            "supported": r["label"] == "supported",
+            "message_index": r.get("message_index"),
+            "quote": r.get("quote"),
+            "category": r.get("category"),
+            "label": r["label"],
+        }
+        for r in load_jsonl(path)
+    ]
+
+
 def written_rows(path: Path) -> list[dict[str, Any]]:
     """Hand-written failure-mode cases for training (datasets/verifier_train_written.jsonl);
     written apart from, and never mixed with, the held-out hand-written test set."""
@@ -129,6 +148,7 @@ def written_rows(path: Path) -> list[dict[str, Any]]:
             "attribute": r["attribute"],
             "supported": r["label"] == "supported",
             "message_index": r.get("message_index"),
+            "quote": r.get("quote"),
         }
         for r in load_jsonl(path)
     ]
@@ -145,8 +165,13 @@ def window_examples(rows: Iterable[Mapping[str, Any]], seed: int = 13) -> list[P
             continue
         attribute = row["attribute"]
         if row["supported"] and row.get("message_index") is not None:
-            positive = [w for w in windows if w.message_index == row["message_index"]]
+            evidence = [w for w in windows if w.message_index == row["message_index"]]
             others = [w for w in windows if w.message_index != row["message_index"]]
+            # A long message is several windows: the positive is the one holding the quote
+            # (the others may say nothing about the fact, and are used neither way).
+            quote = " ".join(str(row.get("quote") or "").split())
+            holding = [w for w in evidence if quote and quote in w.text]
+            positive = holding or evidence[:1]
             out += [PointExample(attribute, w.text, 1.0) for w in positive]
             ranked = sorted(others, key=lambda w: _overlap(attribute, w))
             # The least similar windows are safe negatives; similar ones might also support.

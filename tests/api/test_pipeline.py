@@ -202,16 +202,15 @@ async def test_verify_refuses_more_pairs_than_a_request_may_queue(model_api: Api
     assert r.json()["errors"][0]["field"] == "body.attributes"
 
 
-def personalens_row() -> dict[str, Any]:
-    """A held-out PersonaLens row (the format the relevance model was trained on: "Domain -
-    Key: values"); its gold relevant attributes are known."""
-    rows = (FIXTURES / "relevance_sample.jsonl").read_text().splitlines()
-    return dict(json.loads(rows[1]))
+def everyday_row() -> dict[str, Any]:
+    """A hand-written user with stored-style facts ("The user is vegetarian.") and a dinner
+    question whose relevant facts are unambiguous; not a row of the training corpus."""
+    return dict(json.loads((FIXTURES / "relevance_everyday.json").read_text()))
 
 
 async def test_select_inline_and_stored(model_api: Api) -> None:
     key = await model_api.new_tenant()
-    row = personalens_row()
+    row = everyday_row()
     gold = {row["attributes"][i] for i in row["relevant"]}
     r = await model_api.client.post(
         "/v1/select",
@@ -228,7 +227,7 @@ async def test_select_inline_and_stored(model_api: Api) -> None:
     assert all(a["score"] >= body["threshold"] for a in selected)
     assert selected == scored[: len(selected)]
     assert all(a["score"] < body["threshold"] for a in scored[body["cap"] :])
-    # The model does its job on this held-out-style row: what it picks is mostly gold.
+    # The model does its job on this everyday row: what it picks is mostly gold.
     picked = {a["text"] for a in selected}
     assert len(picked & gold) >= len(picked) / 2, (picked, gold)
     for text in row["attributes"]:
@@ -307,7 +306,7 @@ async def test_generate_carries_attributes_as_data(model_api: Api, llm: FakeLLMS
 
 async def test_generate_selects_from_the_stored_user(model_api: Api, llm: FakeLLMServer) -> None:
     key = await model_api.new_tenant()
-    row = personalens_row()
+    row = everyday_row()
     for text in row["attributes"]:
         await model_api.client.post(
             "/v1/users/u1/attributes", json={"text": text}, headers=bearer(key)
@@ -317,7 +316,7 @@ async def test_generate_selects_from_the_stored_user(model_api: Api, llm: FakeLL
     )
     expected = {a["text"] for a in r.json()["attributes"] if a["selected"]}
     assert expected
-    llm.reply(completion("Here are three compact cars."))
+    llm.reply(completion("A quick chickpea curry would do."))
     r = await model_api.client.post(
         "/v1/generate",
         json={"messages": [{"role": "user", "content": row["prompt"]}], "user_id": "u1"},

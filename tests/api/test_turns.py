@@ -83,7 +83,7 @@ async def test_turn_replies_then_extracts_in_the_background(
 
 async def test_turn_uses_the_selected_attributes(turn_api: Api, llm: FakeLLMServer) -> None:
     key = await turn_api.new_tenant()
-    row = json.loads((FIXTURES / "relevance_sample.jsonl").read_text().splitlines()[1])
+    row = json.loads((FIXTURES / "relevance_everyday.json").read_text())
     for text in row["attributes"]:
         await turn_api.client.post(
             "/v1/users/u1/attributes", json={"text": text}, headers=bearer(key)
@@ -93,7 +93,7 @@ async def test_turn_uses_the_selected_attributes(turn_api: Api, llm: FakeLLMServ
     )
     expected = [a["text"] for a in r.json()["attributes"] if a["selected"]]
     assert expected
-    llm.reply(completion("Hertz has a compact car at the airport."))
+    llm.reply(completion("A quick chickpea curry would do."))
     r = await turn_api.client.post(
         "/v1/turns",
         json={

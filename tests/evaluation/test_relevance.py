@@ -56,3 +56,33 @@ def test_pair_scores_splits_back_per_row() -> None:
     out = relevance.pair_scores(ROWS, fake)
     assert [len(s) for s in out] == [4, 3]
     assert out[1][0] == len("Music - Genre: rock")
+
+
+def test_prompts_where_nothing_applies_are_counted_quiet_only_when_nothing_is_picked() -> None:
+    rows = [*ROWS, {"prompt": "what is 17 times 3", "attributes": ["a", "b"], "relevant": []}]
+    quiet = [relevance.gold_mask(r).astype(np.float32) for r in rows]
+    m = relevance.metrics(quiet, rows, 0.5, cap=6)
+    assert m["nothing_applies"] == 1 and m["nothing_selected_when_nothing_applies"] == 1.0
+    noisy = [*quiet[:2], np.array([0.9, 0.1], dtype=np.float32)]
+    m = relevance.metrics(noisy, rows, 0.5, cap=6)
+    assert m["nothing_selected_when_nothing_applies"] == 0.0
+
+
+def test_calibration_keeps_the_selection_rate_near_the_gold_rate() -> None:
+    rng = np.random.default_rng(0)
+    rows = []
+    scores = []
+    for _ in range(200):
+        gold = rng.random(10) < 0.15
+        rows.append(
+            {
+                "prompt": "p",
+                "attributes": [str(i) for i in range(10)],
+                "relevant": list(np.flatnonzero(gold)),
+            }
+        )
+        # Informative but noisy: relevant facts score higher on average.
+        scores.append((gold * 0.5 + rng.random(10) * 0.7).astype(np.float32))
+    t = relevance.calibrate(scores, rows, cap=6, rate_tolerance=0.15)
+    m = relevance.metrics(scores, rows, t, cap=6)
+    assert abs(m["selection_rate"] - m["gold_rate"]) <= 0.15 * m["gold_rate"]

@@ -38,3 +38,18 @@ def test_evaluate_reports_per_category() -> None:
     result = evaluate(fake_score, rows, 0.5)
     assert result["f1"] == 1.0
     assert result["by_category"] == {"n": {"accuracy": 1.0, "n": 1}, "p": {"accuracy": 1.0, "n": 1}}
+
+
+def test_stored_statements_are_scored_in_the_first_person_like_the_service() -> None:
+    seen: list[tuple[str, str]] = []
+
+    def record(pairs: list[tuple[str, str]]) -> np.ndarray:
+        seen.extend(pairs)
+        return np.zeros(len(pairs), dtype=np.float32)
+
+    rows = [
+        {"conversation": CONV, "attribute": "The user has two dogs.", "supported": True},
+        {"conversation": CONV, "attribute": "I am a nurse.", "supported": False},
+    ]
+    pooled_scores(record, rows)
+    assert {a for a, _ in seen} == {"I have two dogs.", "I am a nurse."}
