@@ -81,11 +81,24 @@ def train_verifier(
     config: TrainConfig,
     cache_dir: Path,
     datasets_dir: Path = REPO_ROOT / "datasets",
+    everyday_repeats: int = 3,
+    spc_share: float = 0.5,
 ) -> dict[str, Any]:
+    """``everyday_repeats``: copies of the everyday corpus's examples (it is what the service
+    meets, and a fifth of the examples when taken once); ``spc_share``: the share of the
+    hand-checked SPC conversations kept (seeded), so the everyday cases weigh more without
+    making training longer."""
     val_rows = verification.load_rows(datasets_dir / "verification_val_checked.jsonl")
     holdout = set((datasets_dir / "verification_val_holdout_conversations.txt").read_text().split())
     checked = sorted((datasets_dir / "verification_train").glob("checked_*.jsonl"))
     rows, counts = verifier_data.training_rows(data, checked, val_rows, holdout)
+    if spc_share < 1.0:
+        conversations = sorted({str(r["conversation_id"]) for r in rows})
+        kept = set(
+            random.Random(config.seed).sample(conversations, int(len(conversations) * spc_share))
+        )
+        rows = [r for r in rows if r["conversation_id"] in kept]
+        counts["checked_rows_kept_by_spc_share"] = len(rows)
     written = [
         row
         for path in sorted(datasets_dir.glob("verifier_train_written*.jsonl"))
@@ -95,10 +108,12 @@ def train_verifier(
     everyday_dir = datasets_dir / "everyday" / "verification"
     everyday = verifier_data.everyday_rows(everyday_dir / "train.jsonl")
     counts["everyday_train_rows"] = len(everyday)
+    counts["everyday_repeats"] = everyday_repeats
+    counts["spc_share"] = spc_share
     examples = (
         verifier_data.window_examples(rows)
         + verifier_data.window_examples(written)
-        + verifier_data.window_examples(everyday)
+        + verifier_data.window_examples(everyday) * everyday_repeats
         + verifier_data.synthetic_examples(12)
     )
     positives = sum(e.label for e in examples)
