@@ -93,41 +93,19 @@ def main() -> None:
     firsts = {
         r["id"]: r for s in ("train", "val", "test") for r in _rows(HERE / "relevance" / f"{s}.jsonl")
     }
+    # The writers' labels as first written (before the adjudication and the relabel) for the
+    # sampled prompts; writers reworked 13 prompts after the sample was drawn, and only rows
+    # whose prompt and facts are still what the second reader saw are compared.
     blind = {r["id"]: r for r in _rows(HERE / "review" / "relevance_blind.jsonl")}
-    # Writers reworked some prompts after the sample was drawn: only rows whose prompt and
-    # facts are still what the second reader saw are compared.
-    rel_second = [
-        r
-        for r in _rows(HERE / "review" / "relevance_second.jsonl")
-        if firsts.get(r["id"], {}).get("prompt") == blind[r["id"]]["prompt"]
-        and firsts[r["id"]]["attributes"] == blind[r["id"]]["facts"]
-    ]
-    changed = len(blind) - len(rel_second)
-    fact_pairs, exact, empty_agree, empty_n = [], 0, 0, 0
-    for r in rel_second:
-        row = firsts[r["id"]]
-        a, b = set(row["relevant"]), set(r["relevant"])
-        exact += a == b
-        fact_pairs += [(i in a, i in b) for i in range(len(row["attributes"]))]
-        if not a:
-            empty_n += 1
-            empty_agree += not b
-    tp = sum(a and b for a, b in fact_pairs)
-    rel = {
-        "prompts": len(rel_second),
-        "prompts_changed_since_sampling": changed,
-        "facts": len(fact_pairs),
-        "fact_agreement": round(sum(a == b for a, b in fact_pairs) / len(fact_pairs), 4),
-        "cohen_kappa": round(_kappa(fact_pairs), 4),
-        # F1 of one reading against the other (symmetric).
-        "f1_between_readers": round(
-            2 * tp / (sum(a for a, _ in fact_pairs) + sum(b for _, b in fact_pairs)), 4
-        ),
-        "exact_same_set": round(exact / len(rel_second), 4),
-        "nothing_applies_agreement": round(empty_agree / empty_n, 4) if empty_n else None,
-        "first_selected": sum(a for a, _ in fact_pairs),
-        "second_selected": sum(b for _, b in fact_pairs),
+    first_written = {
+        r["id"]: firsts[r["id"]] | {"relevant": r["relevant"]}
+        for r in _rows(HERE / "review" / "relevance_first.jsonl")
+        if r["id"] in firsts and firsts[r["id"]]["attributes"] == blind[r["id"]]["facts"]
     }
+    rel = _relevance_agreement(
+        first_written, blind, _rows(HERE / "review" / "relevance_second.jsonl")
+    )
+    rel["prompts_changed_since_sampling"] = len(blind) - rel["prompts"]
     out = {"verification": ver, "relevance": rel}
     third = HERE / "review" / "relevance_third.jsonl"
     if third.is_file():
