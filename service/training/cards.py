@@ -110,6 +110,16 @@ def write_card(task: str, out: Path, metrics: dict[str, Any], meta: dict[str, An
         "",
         f"Decision settings: `{json.dumps(meta)}`.",
         "",
+        *(
+            [
+                "`test`: the test sets scored through the served int8 graph with the decision "
+                "settings above (`tailor eval <task> --data FILE --json`), added after training; "
+                "they were used for neither training nor the threshold.",
+                "",
+            ]
+            if "test" in metrics
+            else []
+        ),
         "## Export check",
         "",
         "Largest absolute difference of the sigmoid score against PyTorch on a probe batch: "
