@@ -5,7 +5,8 @@
 The held-out users are the training split's validation users (service.training.run); the
 statement form rewrites every attribute with the same seeded templates as training
 (``as_statement_rows``, seed 13). Each model is scored through its served int8 CPU graph with
-its own calibrated threshold and the cap of 6, as ``tailor eval relevance`` scores it.
+its own calibrated threshold and cap (``tailor.json``; 6 when it has none), as ``tailor eval
+relevance`` scores it.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ def main() -> None:
             directory, provider="cpu", threads=available_cpus(), cache_dir=args.cache
         )
 
+        cap = int(json.loads((directory / "tailor.json").read_text()).get("cap", RELEVANCE_CAP))
+
         def score(pairs: Sequence[tuple[str, str]], model: PairClassifier = model) -> NDArray[Any]:
             return score_in_sorted_batches(model.score, pairs)
 
@@ -48,7 +51,7 @@ def main() -> None:
             form: {
                 k: v
                 for k, v in relevance.metrics(
-                    relevance.pair_scores(rows, score), rows, model.threshold, RELEVANCE_CAP
+                    relevance.pair_scores(rows, score), rows, model.threshold, cap
                 ).items()
                 if k in KEYS
             }

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import itertools
+
 from service.pipeline.windows import user_windows
 
 
@@ -68,7 +70,7 @@ def test_a_long_message_is_read_in_overlapping_chunks_of_whole_sentences() -> No
     assert all(len(c) <= CHUNK_CHARS for c in chunks)
     # The fact sits whole in one chunk; consecutive chunks share a sentence.
     assert any(fact in c for c in chunks)
-    for first, second in zip(chunks, chunks[1:], strict=False):
+    for first, second in itertools.pairwise(chunks):
         assert first.rsplit(". ", 1)[-1].rstrip(".") in second
     # A short message stays one window.
     assert message_chunks("I have two dogs.") == ["I have two dogs."]
