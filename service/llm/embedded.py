@@ -201,11 +201,6 @@ class EmbeddedLLMClient(LLMClient):
         child = self._child
         return child.proc.pid if child is not None and child.alive else None
 
-    @property
-    def restarts(self) -> int:
-        """Children started after the first one."""
-        return max(0, self._starts - 1)
-
     async def start(self) -> None:
         """Start the child now rather than on the first call (the server's start-up)."""
         await self._ensure_child(time.monotonic() + self._start_timeout_s)
