@@ -290,11 +290,8 @@ def _everyday_examples(rows: list[dict[str, Any]], seed: int) -> list[PointExamp
         own = set(row["attributes"])
         for i, attr in enumerate(row["attributes"]):
             out.append(PointExample(row["prompt"], attr, 1.0 if i in relevant else 0.0))
-        for attr in rng.sample(pool, 4):
-            if attr not in own:
-                out.append(PointExample(row["prompt"], attr, 0.0))
-                if sum(1 for e in out[-4:] if e.b not in own) >= 2:
-                    break
+        foreign = [a for a in rng.sample(pool, 4) if a not in own][:2]
+        out += [PointExample(row["prompt"], attr, 0.0) for attr in foreign]
     return out
 
 
