@@ -42,6 +42,23 @@ def create_tenant(data_dir: Path, name: str = "acme") -> str:
     ).stdout.splitlines()[-1]
 
 
+def wait_ready(proc: subprocess.Popen[bytes], base: str, log: Path, limit_s: float = 180) -> None:
+    """Until ``base``/readyz answers 200; the log's tail in the error if the server exits or
+    never gets ready."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"server exited: {log.read_text(errors='replace')[-4000:]}")
+        try:
+            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    proc.kill()
+    raise AssertionError(f"server not ready: {log.read_text(errors='replace')[-4000:]}")
+
+
 def start_server(data_dir: Path, log: Path, **extra: str) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     with log.open("ab") as out:
@@ -52,18 +69,8 @@ def start_server(data_dir: Path, log: Path, **extra: str) -> tuple[subprocess.Po
             stderr=subprocess.STDOUT,
         )
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"server exited: {log.read_text(errors='replace')[-4000:]}")
-        try:
-            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                return proc, base
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    proc.kill()
-    raise AssertionError(f"server not ready: {log.read_text(errors='replace')[-4000:]}")
+    wait_ready(proc, base, log)
+    return proc, base
 
 
 def child_pids(pid: int) -> list[int]:

@@ -4,21 +4,15 @@ over HTTP the way a new user would with curl."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.server_process import free_port, wait_ready
 
 
 def _tailor(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -36,7 +30,7 @@ def _tailor(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("TAILOR_")}
     # A file, not a pipe: an unread pipe fills up with the server's logs and blocks it.
     log = (tmp_path / "server.log").open("wb")
@@ -48,19 +42,7 @@ def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         stderr=subprocess.STDOUT,
     )
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            out = (tmp_path / "server.log").read_text(errors="replace")
-            raise AssertionError(f"server exited: {out[-4000:]}")
-        try:
-            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    else:
-        proc.kill()
-        raise AssertionError("server did not become ready")
+    wait_ready(proc, base, tmp_path / "server.log", limit_s=90)
     try:
         yield base, tmp_path
     finally:
