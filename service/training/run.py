@@ -125,8 +125,6 @@ def train_verifier(
     # The threshold is chosen on both validation sets at once (the written everyday split and
     # the read-checked SPC pairs): it must hold for chat turns and for persona sentences.
     everyday_val = verifier_data.everyday_rows(everyday_dir / "val.jsonl")
-    for row in everyday_val:
-        row["supported"] = row["label"] == "supported"
     calibration = val_rows + everyday_val
     scores, _ = verification.pooled_scores(encoder.predict, calibration)
     gold = np.array([r["supported"] for r in calibration])
@@ -227,11 +225,25 @@ def as_statement_rows(rows: list[dict[str, Any]], seed: int) -> list[dict[str, A
     return [r | {"attributes": [as_statement(a, rng) for a in r["attributes"]]} for r in rows]
 
 
+def _tuned_baselines(rows: list[dict[str, Any]], cap: int) -> dict[str, dict[str, Any]]:
+    """BM25 and embedding cosine on ``rows``, each with its best-F1 threshold there (the
+    model's own threshold is chosen on the same rows): the baselines every card reports."""
+    from service.inference.embedder import Embedder
+
+    embedder = Embedder.load(None)
+    baselines = {}
+    for name, scores in (
+        ("bm25", relevance.bm25_scores(rows)),
+        ("embedding", relevance.embedding_scores(rows, embedder.encode)),
+    ):
+        t = relevance.tune_threshold(scores, rows, cap)
+        baselines[name] = relevance.metrics(scores, rows, t, cap)
+    return baselines
+
+
 def train_relevance(
     data: Path, out: Path, base: Path | None, config: TrainConfig, cache_dir: Path
 ) -> dict[str, Any]:
-    from service.inference.embedder import Embedder
-
     rows = relevance.load_rows(data)
     train, val = _relevance_split(rows)
     examples = _relevance_examples(train, config.seed)
@@ -244,15 +256,7 @@ def train_relevance(
     both = val + val_statements
     model_scores = relevance.pair_scores(both, encoder.predict)
     threshold = relevance.tune_threshold(model_scores, both, RELEVANCE_CAP)
-    embedder = Embedder.load(None)
-    baseline_scores = {
-        "bm25": relevance.bm25_scores(both),
-        "embedding": relevance.embedding_scores(both, embedder.encode),
-    }
-    baselines = {}
-    for name, scores in baseline_scores.items():
-        t = relevance.tune_threshold(scores, both, RELEVANCE_CAP)
-        baselines[name] = relevance.metrics(scores, both, t, RELEVANCE_CAP)
+    baselines = _tuned_baselines(both, RELEVANCE_CAP)
     meta = {
         "threshold": threshold,
         "cap": RELEVANCE_CAP,
@@ -301,8 +305,6 @@ def train_relevance_everyday(
     """The default selector: trained on the written everyday corpus (``data`` is its
     relevance/ folder with train/val/test.jsonl), calibrated on its validation split so the
     selection rate matches the gold rate. The test split is not read here."""
-    from service.inference.embedder import Embedder
-
     train = relevance.load_rows(data / "train.jsonl")
     val = relevance.load_rows(data / "val.jsonl")
     examples = _everyday_examples(train, config.seed)
@@ -320,14 +322,7 @@ def train_relevance_everyday(
             best = (f1, cap, t)
     assert best is not None
     _, cap, threshold = best
-    embedder = Embedder.load(None)
-    baselines = {}
-    for name, scores in (
-        ("bm25", relevance.bm25_scores(val)),
-        ("embedding", relevance.embedding_scores(val, embedder.encode)),
-    ):
-        t = relevance.tune_threshold(scores, val, cap)
-        baselines[name] = relevance.metrics(scores, val, t, cap)
+    baselines = _tuned_baselines(val, cap)
     meta = {
         "threshold": threshold,
         "cap": cap,
