@@ -107,7 +107,9 @@ def _train(args: argparse.Namespace, settings: Settings) -> int:
     base = Path(args.base) if args.base else None
     out = Path(args.out)
     cache = cache_dir(settings)
-    if args.task == "verifier":
+    if args.task == "extractor":
+        metrics = run.train_extractor(Path(args.data), out, base, config, cache)
+    elif args.task == "verifier":
         metrics = run.train_verifier(Path(args.data), out, base, config, cache)
     elif args.task == "relevance" and Path(args.data).is_dir():
         metrics = run.train_relevance_everyday(Path(args.data), out, base, config, cache)
@@ -140,6 +142,7 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
             verify=args.verify,
             limit=args.limit,
             concurrency=args.concurrency,
+            model_dir=model,
         )
     elif args.benchmark == "personafeedback":
         from service.evaluation.judges import JudgeUnavailable
@@ -200,13 +203,13 @@ def build_parser() -> argparse.ArgumentParser:
     admin.set_defaults(func=_admin)
 
     train = sub.add_parser("train", help="fine-tune and export a shipped cross-encoder")
-    train.add_argument("task", choices=["verifier", "relevance", "reward"])
+    train.add_argument("task", choices=["verifier", "relevance", "reward", "extractor"])
     train.add_argument(
         "--data",
         required=True,
         help="verifier: verification/spc.jsonl; relevance: datasets/everyday/relevance (the "
         "default selector) or personalens.jsonl (non-commercial, opt-in); "
-        "reward: a PersonaFeedback-layout directory",
+        "reward: a PersonaFeedback-layout directory; extractor: datasets/extraction",
     )
     train.add_argument("--out", required=True, help="model directory, e.g. models/verifier")
     train.add_argument("--base", help="local Hugging Face checkpoint (default: all-MiniLM-L6-v2)")
@@ -234,7 +237,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--limit", type=int, help="personafeedback: cases per split/tier; extraction: rows"
     )
     # extraction only
-    evaluate.add_argument("--extractor", choices=["rules", "llm"], default="rules")
+    evaluate.add_argument(
+        "--extractor",
+        default="rules",
+        help="extraction: rules, learned or llm, or several comma-separated to compare them "
+        "side by side (rules,learned,llm)",
+    )
     evaluate.add_argument(
         "--verify", action="store_true", help="extraction: keep only verifier-supported facts"
     )

@@ -95,11 +95,12 @@ class Settings(BaseSettings):
     )
 
     # --- pipeline -------------------------------------------------------------------------
-    extractor: Literal["auto", "rules", "llm"] = Field(
+    extractor: Literal["auto", "rules", "learned", "llm"] = Field(
         default="auto",
         description=(
-            "Default extractor: rules (no generative model), llm (the configured LLM); auto: "
-            "llm when TAILOR_LLM_BASE_URL is set, else rules."
+            "Default extractor: learned (the extractor model on clauses, CPU), rules (no model), "
+            "llm (the configured LLM); auto: llm when TAILOR_LLM_BASE_URL is set, else learned "
+            "when models/extractor is loaded, else rules."
         ),
     )
     select_prefilter_k: int = Field(

@@ -38,7 +38,7 @@ async def extract(
     evidence to the stored attribute, a contradiction supersedes it (both kept in the audit
     log). Nothing is written unless the whole request succeeds."""
     conversation = [m.model_dump() for m in body.conversation]
-    extractor = choose(body.extractor, state.settings, state.llm)
+    extractor = choose(body.extractor, state.settings, state.llm, models)
     judged = await extraction.judge(
         conversation, extractor, models, pair_limit=max_pairs(state.settings.batch_queue_size)
     )

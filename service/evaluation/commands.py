@@ -133,6 +133,20 @@ class _Tolerant:
             return []
 
 
+def _learned(settings: Settings, model_dir: Path | None) -> Any:
+    """The learned extractor over a PairClassifier loaded here (no micro-batcher)."""
+    import asyncio
+
+    from service.pipeline.extraction.learned import LearnedExtractor
+
+    classifier = _classifier(settings, "extractor", model_dir)
+
+    async def score(pairs: Any) -> Any:
+        return await asyncio.to_thread(score_in_sorted_batches, classifier.score, list(pairs))
+
+    return LearnedExtractor(score, classifier.threshold)
+
+
 def eval_extraction(
     settings: Settings,
     data: Path,
@@ -141,9 +155,12 @@ def eval_extraction(
     verify: bool = False,
     limit: int | None = None,
     concurrency: int = 1,
+    model_dir: Path | None = None,
 ) -> dict[str, Any]:
     """An extractor against gold attributes (see docs/extraction.md for matching); with
-    ``verify`` the verifier filters its candidates as in the service."""
+    ``verify`` the verifier filters its candidates as in the service. ``extractor`` may name
+    several, comma-separated ("rules,learned,llm"): each is run on the same rows and reported
+    side by side under ``extractors``. ``model_dir``: the extractor model for "learned"."""
     import asyncio
 
     from service.evaluation import extraction
@@ -154,16 +171,21 @@ def eval_extraction(
 
     rows = extraction.load_rows(data)[:limit]
     embedder = Embedder.load(settings.embedder_path, threads=settings.onnx_intra_op_threads)
+    verifier = _classifier(settings, "verifier", None) if verify else None
 
-    async def run() -> dict[str, Any]:
-        llm = build_llm(settings) if extractor == "llm" else None
+    async def run(name: str) -> dict[str, Any]:
+        llm = build_llm(settings) if name == "llm" else None
         try:
-            if extractor == "llm":
+            if name == "llm":
                 if llm is None:
                     raise SystemExit("no LLM: set TAILOR_LLM_BASE_URL or install the embedded one")
                 chosen: Any = LLMExtractor(llm, deadline_s=settings.llm_deadline_s)
-            else:
+            elif name == "learned":
+                chosen = _learned(settings, model_dir)
+            elif name == "rules":
                 chosen = RuleExtractor()
+            else:
+                raise SystemExit(f"unknown extractor {name!r}: rules, learned or llm")
             tolerant = _Tolerant(chosen)
             memo = _Memo(tolerant)
             unverified = await extraction.evaluate(memo, rows, embedder, concurrency=concurrency)
@@ -171,22 +193,31 @@ def eval_extraction(
                 "llm_errors": len(tolerant.errors),
                 "llm_error_kinds": dict(Counter(tolerant.errors)),
             }
-            if not verify:
+            if verifier is None:
                 return unverified | extra
-            verified = _Verified(memo, _classifier(settings, "verifier", None))
+            verified = _Verified(memo, verifier)
             result = await extraction.evaluate(verified, rows, embedder, concurrency=concurrency)
             # The extractor's own figures on the same candidates, before the verifier.
             keys = (
                 "precision", "recall", "f1", "partner_leak_rate", "n", "predictions",
-                "ungrounded", "candidates_per_conversation",
+                "ungrounded", "candidates_per_conversation", "nothing_stored_rate",
             )  # fmt: skip
             return result | extra | {"unverified": {k: unverified[k] for k in keys}}
         finally:
             if llm is not None:
                 await llm.aclose()
 
-    result = asyncio.run(run())
-    return {"benchmark": "extraction", "extractor": extractor, "verified": verify} | result
+    names = [n.strip() for n in extractor.split(",") if n.strip()]
+    head = {"benchmark": "extraction", "verified": verify}
+    if len(names) == 1:
+        return head | {"extractor": names[0]} | asyncio.run(run(names[0]))
+    results = {name: asyncio.run(run(name)) for name in names}
+    table = {
+        name: {k: r[k] for k in ("precision", "recall", "f1", "partner_leak_rate")}
+        | {"nothing_stored_rate": r.get("nothing_stored_rate")}
+        for name, r in results.items()
+    }
+    return head | {"extractor": ",".join(names), "table": table, "extractors": results}
 
 
 def eval_personafeedback(

@@ -48,7 +48,9 @@ class TextEncoder(Protocol):
 
 def load_rows(path: Path) -> list[dict[str, Any]]:
     """Rows of an extraction file: {id, source, conversation, gold_attributes,
-    partner_attributes}."""
+    partner_attributes}, and optionally gold_person ("first", the default, for persona
+    sentences; "third" for statements written as the service stores them, as in
+    datasets/extraction)."""
     rows = []
     for line in Path(path).read_text(encoding="utf-8").splitlines():
         if line.strip():
@@ -107,6 +109,10 @@ def neutral(text: str, person: Person) -> str:
     return out or lowered
 
 
+def _gold_person(row: Mapping[str, Any]) -> Person:
+    return "third" if row.get("gold_person") == "third" else "first"
+
+
 def greedy_match(similarity: NDArray[np.float32], threshold: float) -> list[tuple[int, int]]:
     """One-to-one (prediction, gold) pairs with similarity >= threshold, best pairs first."""
     if similarity.size == 0:
@@ -136,6 +142,9 @@ class _Tally:
     matched: int = 0
     leaks: int = 0
     ungrounded: int = 0
+    # Rows whose gold is empty (nothing to store), and how many of them got no candidate.
+    empty: int = 0
+    empty_quiet: int = 0
 
     def add(self, other: _Tally) -> None:
         self.rows += other.rows
@@ -144,6 +153,8 @@ class _Tally:
         self.matched += other.matched
         self.leaks += other.leaks
         self.ungrounded += other.ungrounded
+        self.empty += other.empty
+        self.empty_quiet += other.empty_quiet
 
     def metrics(self) -> dict[str, Any]:
         precision = self.matched / self.predictions if self.predictions else 0.0
@@ -166,6 +177,8 @@ class _Tally:
             else 0.0,
             "ungrounded": self.ungrounded,
             "ungrounded_rate": round(self.ungrounded / produced, 4) if produced else 0.0,
+            "nothing_to_store_rows": self.empty,
+            "nothing_stored_rate": round(self.empty_quiet / self.empty, 4) if self.empty else None,
         }
 
 
@@ -200,20 +213,24 @@ def _score_row(
     vector: Mapping[tuple[str, Person], NDArray[np.float32]],
     threshold: float,
     categories: _CategoryTally,
+    gold_person: Person = "first",
 ) -> _Tally:
     tally = _Tally(rows=1, predictions=len(candidates), gold=len(gold))
+    if not gold:
+        tally.empty = 1
+        tally.empty_quiet = int(not candidates)
     if not candidates:
         return tally
     predicted = np.stack([vector[(neutral(c.text, "third"), "third")] for c in candidates])
 
-    def similarity(texts: Sequence[str]) -> NDArray[np.float32]:
+    def similarity(texts: Sequence[str], person: Person) -> NDArray[np.float32]:
         if not texts:
             return np.zeros((len(candidates), 0), dtype=np.float32)
-        others = np.stack([vector[(neutral(t, "first"), "first")] for t in texts])
+        others = np.stack([vector[(neutral(t, person), person)] for t in texts])
         return (predicted @ others.T).astype(np.float32)
 
-    to_gold = similarity(gold)
-    to_partner = similarity(partner)
+    to_gold = similarity(gold, gold_person)
+    to_partner = similarity(partner, "first")
     pairs = greedy_match(to_gold, threshold)
     tally.matched = len(pairs)
     matched_predictions = {p for p, _ in pairs}
@@ -253,7 +270,10 @@ async def evaluate(
     for row, cands in zip(rows, kept, strict=True):
         for c in cands:
             keys[(neutral(c.text, "third"), "third")] = None
-        for text in [*row["gold_attributes"], *row.get("partner_attributes", [])]:
+        person = _gold_person(row)
+        for text in row["gold_attributes"]:
+            keys[(neutral(text, person), person)] = None
+        for text in row.get("partner_attributes", []):
             keys[(neutral(text, "first"), "first")] = None
     texts = sorted({text for text, _ in keys})
     started = time.perf_counter()
@@ -277,6 +297,7 @@ async def evaluate(
             vector,
             threshold,
             categories,
+            _gold_person(row),
         )
         tally.ungrounded = len(produced) - len(cands)
         total.add(tally)

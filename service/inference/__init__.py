@@ -18,7 +18,7 @@ from service.inference.pair_classifier import Encoded, PairClassifier
 
 log = logging.getLogger("tailor.inference")
 
-CLASSIFIERS = ("verifier", "relevance", "reward")
+CLASSIFIERS = ("verifier", "relevance", "reward", "extractor")
 
 __all__ = [
     "CLASSIFIERS",

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from service.inference import ModelNotLoaded
 from service.jobs.worker import ClaimedJob, PermanentJobError
 from service.pipeline import extract as extraction
 from service.pipeline.extract import Judged
@@ -34,8 +35,10 @@ class ExtractionJob:
         if not isinstance(conversation, list) or not isinstance(offset, int):
             raise PermanentJobError("payload needs a conversation list and an integer offset")
         try:
-            extractor = choose(job.payload.get("extractor"), self.state.settings, self.state.llm)
-        except NoLLMForExtraction as exc:
+            extractor = choose(
+                job.payload.get("extractor"), self.state.settings, self.state.llm, models
+            )
+        except (NoLLMForExtraction, ModelNotLoaded) as exc:
             raise PermanentJobError(str(exc)) from exc
         judged = await extraction.judge(
             conversation,

@@ -5,10 +5,14 @@ from __future__ import annotations
 from typing import Literal
 
 from service.config import Settings
+from service.inference import ModelRegistry
 from service.llm.base import LLMClient
+from service.pipeline.extraction.learned import LearnedExtractor
 from service.pipeline.extraction.llm import LLMExtractor
 from service.pipeline.extraction.rules import RuleExtractor
 from service.pipeline.extraction.types import Extractor
+
+EXTRACTOR_MODEL = "extractor"
 
 
 class NoLLMForExtraction(RuntimeError):
@@ -16,16 +20,33 @@ class NoLLMForExtraction(RuntimeError):
 
 
 def choose(
-    name: Literal["rules", "llm"] | None, settings: Settings, llm: LLMClient | None
+    name: Literal["rules", "learned", "llm"] | None,
+    settings: Settings,
+    llm: LLMClient | None,
+    models: ModelRegistry | None,
 ) -> Extractor:
     """``name`` from the request, else TAILOR_EXTRACTOR; "auto" means the LLM extractor only
     when an external LLM server is configured (the embedded model is too small to extract
-    well, and the rules need no model at all)."""
+    well), else the learned extractor when its model is loaded, else the rules.
+
+    Raises ModelNotLoaded for "learned" without models/extractor and NoLLMForExtraction for
+    "llm" without a language model.
+    """
     chosen = name or settings.extractor
     if chosen == "auto":
-        chosen = "llm" if settings.llm_base_url else "rules"
+        if settings.llm_base_url:
+            chosen = "llm"
+        elif models is not None and models.has(EXTRACTOR_MODEL):
+            chosen = "learned"
+        else:
+            chosen = "rules"
     if chosen == "rules":
         return RuleExtractor()
+    if chosen == "learned":
+        if models is None:
+            models = ModelRegistry()
+        batcher = models.get(EXTRACTOR_MODEL)  # ModelNotLoaded when absent
+        return LearnedExtractor(batcher.submit, models.classifier(EXTRACTOR_MODEL).threshold)
     if llm is None:
         raise NoLLMForExtraction("the llm extractor needs a language model; none is configured")
     return LLMExtractor(llm, deadline_s=settings.llm_deadline_s)

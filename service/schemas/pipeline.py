@@ -48,9 +48,10 @@ class ExtractRequest(StrictModel):
         description="Write the supported facts (default: true when user_id is given). "
         "false gives verdicts only.",
     )
-    extractor: Literal["rules", "llm"] | None = Field(
+    extractor: Literal["learned", "rules", "llm"] | None = Field(
         default=None,
-        description="rules: no generative model, fast; llm: the configured LLM. "
+        description="learned: the extractor model on the user's clauses (CPU, the default "
+        "without an LLM server); rules: no model; llm: the configured LLM. "
         "Default: TAILOR_EXTRACTOR.",
     )
 

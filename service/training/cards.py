@@ -18,6 +18,13 @@ PURPOSE = {
         "Scores whether a stored attribute matters for a new prompt. The service selects those "
         "at or over the threshold, at most `cap` per prompt."
     ),
+    "extractor": (
+        "The learned extractor's clause classifier: (clause of a user message, context) → "
+        "does the clause state a lasting fact about the user worth remembering? The context is "
+        "the end of the assistant message the user answers and the user's message around the "
+        "clause (in brackets). Clauses at or over the threshold are rewritten in the third "
+        "person and go to the verifier (`service/pipeline/extraction/learned.py`)."
+    ),
     "reward": (
         "Scores how well a reply fits a persona and question (persona text, question) → reply. "
         "Trained pairwise (Bradley-Terry): the chosen reply should outscore the rejected one. "
@@ -35,11 +42,15 @@ DATA = {
         "of `../shared/data/verification/spc.jsonl` with labels re-read by hand "
         "(`datasets/verification_train/checked_*.jsonl`, guide `datasets/LABELING.md`). (3) "
         "Hand-written failure-mode cases (`datasets/verifier_train_written*.jsonl`) and 444 "
-        "template-made window examples (`service/training/synthetic.py`, about 2% of the "
-        "examples). The threshold is chosen on the everyday validation split and the "
-        "hand-checked SPC validation pairs together (`datasets/verification_val_checked.jsonl`, "
-        "persona groups held apart from training). Tests, never trained on: the everyday test "
-        "split and `datasets/verifier_hard_negatives.jsonl`."
+        "template-made window examples (`service/training/synthetic.py`, about 1% of the "
+        "examples). (4) The extraction corpus written for Tailor "
+        "(`datasets/extraction/verification_train.jsonl`: every written fact of 1,127 chats "
+        "supported by its quote, preferences and dislikes among them, and the traps written "
+        "beside them unsupported; datasheet `datasets/extraction/README.md`). The threshold is "
+        "chosen on the everyday and extraction validation splits and the hand-checked SPC "
+        "validation pairs together (`datasets/verification_val_checked.jsonl`, persona groups "
+        "held apart from training). Tests, never trained on: the everyday and extraction test "
+        "splits and `datasets/verifier_hard_negatives.jsonl`."
     ),
     "relevance": (
         "This project's own writing, usable commercially: the everyday corpus written for "
@@ -50,6 +61,15 @@ DATA = {
         "negatives. Threshold and cap are calibrated on the validation split (other profiles) "
         "so that the selection rate matches the gold rate; the test split (other profiles "
         "again) is used for neither. No PersonaLens or other non-commercial data."
+    ),
+    "extractor": (
+        "This project's own writing, usable commercially: the extraction corpus written for "
+        "Tailor (`datasets/extraction/train.jsonl`: chats of 2-8 messages over 30 everyday "
+        "domains with the facts to store and their verbatim quotes; datasheet "
+        "`datasets/extraction/README.md`). Every clause the segmenter cuts from a user message "
+        "is an example, positive when it holds a gold fact's quote. The threshold is chosen on "
+        "the validation split (other people and chats); the test split is used for neither. No "
+        "PrefEval, PersonaLens or other non-commercial data."
     ),
     "reward": (
         "PrefEval (Amazon Science) in the PersonaFeedback layout, **CC-BY-NC-4.0** "
@@ -98,6 +118,7 @@ def write_card(task: str, out: Path, metrics: dict[str, Any], meta: dict[str, An
                     "data",
                     "validation",
                     "everyday_validation",
+                    "extraction_validation",
                     "baselines",
                     "hard_negatives_test",
                     "test",

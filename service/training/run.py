@@ -23,6 +23,7 @@ from service.evaluation import personafeedback, relevance, verification
 from service.evaluation.metrics import best_f1_threshold
 from service.evaluation.persona import reward_query
 from service.pipeline.windows import user_windows
+from service.training import extractor as extractor_data
 from service.training import verifier as verifier_data
 from service.training.cards import write_card
 from service.training.crossencoder import (
@@ -83,11 +84,14 @@ def train_verifier(
     datasets_dir: Path = REPO_ROOT / "datasets",
     everyday_repeats: int = 3,
     spc_share: float = 0.5,
+    extraction_repeats: int = 1,
 ) -> dict[str, Any]:
     """``everyday_repeats``: copies of the everyday corpus's examples (it is what the service
     meets, and a fifth of the examples when taken once); ``spc_share``: the share of the
     hand-checked SPC conversations kept (seeded), so the everyday cases weigh more without
-    making training longer."""
+    making training longer; ``extraction_repeats``: copies of the extraction corpus's cases
+    (datasets/extraction: every written fact supported by its quote, preferences and dislikes
+    among them, and the traps written beside them unsupported)."""
     val_rows = verification.load_rows(datasets_dir / "verification_val_checked.jsonl")
     holdout = set((datasets_dir / "verification_val_holdout_conversations.txt").read_text().split())
     checked = sorted((datasets_dir / "verification_train").glob("checked_*.jsonl"))
@@ -110,10 +114,16 @@ def train_verifier(
     counts["everyday_train_rows"] = len(everyday)
     counts["everyday_repeats"] = everyday_repeats
     counts["spc_share"] = spc_share
+    extraction_dir = datasets_dir / "extraction"
+    extraction_train = extraction_dir / "verification_train.jsonl"
+    extraction = verifier_data.everyday_rows(extraction_train) if extraction_train.exists() else []
+    counts["extraction_train_rows"] = len(extraction)
+    counts["extraction_repeats"] = extraction_repeats
     examples = (
         verifier_data.window_examples(rows)
         + verifier_data.window_examples(written)
         + verifier_data.window_examples(everyday) * everyday_repeats
+        + verifier_data.window_examples(extraction) * extraction_repeats
         + verifier_data.synthetic_examples(12)
     )
     positives = sum(e.label for e in examples)
@@ -125,12 +135,19 @@ def train_verifier(
     # The threshold is chosen on both validation sets at once (the written everyday split and
     # the read-checked SPC pairs): it must hold for chat turns and for persona sentences.
     everyday_val = verifier_data.everyday_rows(everyday_dir / "val.jsonl")
-    calibration = val_rows + everyday_val
+    extraction_val_file = extraction_dir / "verification_val.jsonl"
+    extraction_val = (
+        verification.load_rows(extraction_val_file) if extraction_val_file.exists() else []
+    )
+    calibration = val_rows + everyday_val + extraction_val
     scores, _ = verification.pooled_scores(encoder.predict, calibration)
     gold = np.array([r["supported"] for r in calibration])
     threshold, _ = best_f1_threshold(scores, gold)
     val = verification.evaluate(encoder.predict, val_rows, threshold)
     everyday_validation = verification.evaluate(encoder.predict, everyday_val, threshold)
+    extraction_validation = (
+        verification.evaluate(encoder.predict, extraction_val, threshold) if extraction_val else {}
+    )
     hard_rows = verification.load_rows(datasets_dir / "verifier_hard_negatives.jsonl")
     hard = verification.evaluate(encoder.predict, hard_rows, threshold)
     probe = [
@@ -154,10 +171,54 @@ def train_verifier(
         },
         "validation": val,
         "everyday_validation": everyday_validation,
+        "extraction_validation": extraction_validation,
         "hard_negatives_test": hard,
     }
     return _finish(
         "verifier", encoder, out, probe, config, {"threshold": threshold}, metrics, cache_dir
+    )
+
+
+def train_extractor(
+    data: Path, out: Path, base: Path | None, config: TrainConfig, cache_dir: Path
+) -> dict[str, Any]:
+    """The learned extractor's clause classifier on the written corpus (datasets/extraction):
+    train on train.jsonl, choose the threshold on val.jsonl (best clause F1); test.jsonl is
+    for neither."""
+    train_rows = extractor_data.load(data / "train.jsonl")
+    val_rows = extractor_data.load(data / "val.jsonl")
+    examples = extractor_data.examples(train_rows)
+    positives = sum(e.label for e in examples)
+    log.info("extractor: %d clause examples (%d positive)", len(examples), positives)
+    config.pos_weight = max(1.0, (len(examples) - positives) / max(positives, 1) / 2)
+    encoder = CrossEncoder(base or default_base_model(), config.max_length, config.seed)
+    encoder.train(examples, config)
+
+    labelled = extractor_data.labelled_clauses(val_rows)
+    scores = encoder.predict([(c.text, c.context) for c, _ in labelled])
+    gold = np.array([y for _, y in labelled])
+    threshold, best = best_f1_threshold(scores, gold)
+    validation = {
+        "clauses": len(labelled),
+        "positive_clauses": int(gold.sum()),
+        "clause": best.as_dict(),
+        "segmenter_coverage": round(extractor_data.coverage(val_rows), 4),
+    }
+    probe = [(c.text, c.context) for c, _ in labelled[:64]]
+    metrics = {
+        "task": "extractor",
+        "data": {
+            "train_chats": len(train_rows),
+            "train_facts": sum(len(r["facts"]) for r in train_rows),
+            "clause_examples": len(examples),
+            "clause_positives": int(positives),
+            "segmenter_coverage_train": round(extractor_data.coverage(train_rows), 4),
+            "validation_chats": len(val_rows),
+        },
+        "validation": validation,
+    }
+    return _finish(
+        "extractor", encoder, out, probe, config, {"threshold": threshold}, metrics, cache_dir
     )
 
 

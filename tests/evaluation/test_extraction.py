@@ -222,3 +222,45 @@ def test_load_rows(tmp_path: Path) -> None:
     assert [r["id"] for r in loaded] == ["x", "y"]
     assert loaded[0]["partner_attributes"] == []
     assert loaded[1]["partner_attributes"] == ["I am."]
+
+
+async def test_third_person_gold_and_chats_with_nothing_to_store() -> None:
+    """Rows written as the service stores facts (gold_person "third", as in
+    datasets/extraction) are compared in the same neutral form, and rows whose gold is empty
+    report how often nothing was produced."""
+    rows = [
+        {
+            "id": "t1",
+            "conversation": [{"role": "user", "content": "im a nurse lol"}],
+            "gold_attributes": ["The user is a nurse."],
+            "gold_person": "third",
+        },
+        {
+            "id": "t2",
+            "conversation": [{"role": "user", "content": "what is 2+2"}],
+            "gold_attributes": [],
+            "gold_person": "third",
+        },
+        {
+            "id": "t3",
+            "conversation": [{"role": "user", "content": "my friend loves sushi"}],
+            "gold_attributes": [],
+            "gold_person": "third",
+        },
+    ]
+    extractor = FixedExtractor(
+        {
+            "im a nurse lol": [
+                Candidate("The user is a nurse.", "occupation", 0, "im a nurse", "x")
+            ],
+            "what is 2+2": [],
+            "my friend loves sushi": [
+                Candidate("The user loves sushi.", "preference", 0, "loves sushi", "x")
+            ],
+        }
+    )
+    embedder = StubEmbedder({"a nurse": unit((0, 1.0)), "loves sushi": unit((1, 1.0))})
+    result = await evaluate(extractor, rows, embedder)
+    assert (result["precision"], result["recall"]) == (0.5, 1.0)
+    assert result["nothing_to_store_rows"] == 2
+    assert result["nothing_stored_rate"] == 0.5

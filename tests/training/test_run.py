@@ -77,3 +77,33 @@ def test_everyday_verifier_rows_are_read_in_the_first_person(tmp_path: Path) -> 
     # A long message is several windows: the positive is the one holding the quote.
     positives = [e for e in window_examples([row]) if e.label == 1.0]
     assert len(positives) == 1 and "I teach maths" in positives[0].b
+
+
+def test_extractor_examples_label_the_clause_that_holds_a_quote() -> None:
+    from service.training import extractor as extractor_data
+
+    row = {
+        "conversation": [
+            {
+                "role": "user",
+                "content": "can you suggest a dinner? I'm vegetarian and my husband hates "
+                "mushrooms with a passion, so that rules out half of what I make lol",
+            }
+        ],
+        "facts": [
+            {"text": "The user is vegetarian.", "message_index": 0, "quote": "I'm vegetarian"},
+            {
+                "text": "The user's husband hates mushrooms.",
+                "message_index": 0,
+                "quote": "my husband hates mushrooms",
+            },
+        ],
+    }
+    labelled = {c.text: y for c, y in extractor_data.labelled_clauses([row])}
+    assert labelled["I'm vegetarian"] == 1
+    assert labelled["my husband hates mushrooms with a passion"] == 1
+    assert labelled["can you suggest a dinner"] == 0
+    assert extractor_data.coverage([row]) == 1.0
+    examples = extractor_data.examples([row])
+    assert {e.label for e in examples} == {0.0, 1.0}
+    assert all(e.b.startswith("user: ") for e in examples)

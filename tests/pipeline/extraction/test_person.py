@@ -1,0 +1,40 @@
+"""third_person: the user's clause as a statement about the user, every other word kept."""
+
+from __future__ import annotations
+
+import pytest
+
+from service.pipeline.extraction.person import third_person
+
+CASES = [
+    ("I can't stand horror movies", "The user can't stand horror movies."),
+    ("I always pick a window seat", "The user always picks a window seat."),
+    ("opera puts me to sleep", "Opera puts the user to sleep."),
+    ("my sister is a nurse", "The user's sister is a nurse."),
+    ("we have two cats", "The user has two cats."),
+    ("we're moving to Berlin in June", "The user is moving to Berlin in June."),
+    ("been vegan since 2015", "The user has been vegan since 2015."),
+    ("allergic to shellfish", "The user is allergic to shellfish."),
+    ("Knitting is my passion", "Knitting is the user's passion."),
+    ("I'm a nurse on nights", "The user is a nurse on nights."),
+    ("im 34 and live in leeds", "The user is 34 and lives in leeds."),
+    ("I work from home on fridays", "The user works from home on fridays."),
+    ("I've got a 2012 Corolla", "The user has a 2012 Corolla."),
+    ("I usually run before work", "The user usually runs before work."),
+    ("I sometimes work weekends", "The user sometimes works weekends."),
+    ("I quit smoking in 2019", "The user quit smoking in 2019."),
+    ("I used to live in Lyon", "The user used to live in Lyon."),
+    ("i dont eat pork", "The user doesn't eat pork."),
+    ("love jazz", "The user loves jazz."),
+    ("grew up in Ohio", "The user grew up in Ohio."),
+    ("Me and my wife love hiking", "The user and their wife love hiking."),
+    ("I really enjoy cooking for my kids", "The user really enjoys cooking for their kids."),
+    ("and I teach year 6", "The user teaches year 6."),
+    ("as a teacher on a budget", "The user is a teacher on a budget."),
+    ("two boys, 5 and 8", "The user: two boys, 5 and 8."),
+]
+
+
+@pytest.mark.parametrize(("clause", "expected"), CASES)
+def test_third_person(clause: str, expected: str) -> None:
+    assert third_person(clause) == expected
