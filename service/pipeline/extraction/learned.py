@@ -55,6 +55,7 @@ PARTNER_CHARS = 160
 AROUND_CHARS = 180
 MIN_CLAUSE_CHARS = 4
 MAX_CLAUSE_CHARS = 240
+SUBMIT_PAIRS = 256
 
 _RSQUO, _NDASH, _MDASH = "\u2019", "\u2013", "\u2014"
 _SPEAKER = rf"(?:i|i['{_RSQUO}]m|im|i['{_RSQUO}]ve|i['{_RSQUO}]d|i['{_RSQUO}]ll|my|we|we['{_RSQUO}]re|we['{_RSQUO}]ve|our|me and)\b"  # noqa: E501
@@ -225,10 +226,13 @@ class LearnedExtractor:
 
     async def scored(self, conversation: Sequence[Mapping[str, str]]) -> list[tuple[Clause, float]]:
         found = clauses(conversation)
-        if not found:
-            return []
-        scores = await self._score([(c.text, c.context) for c in found])
-        return [(c, float(s)) for c, s in zip(found, scores, strict=True)]
+        pairs = [(c.text, c.context) for c in found]
+        scores: list[float] = []
+        # A long conversation is submitted in parts, so that one request never asks the
+        # model's micro-batcher for more than a bounded share of its queue.
+        for at in range(0, len(pairs), SUBMIT_PAIRS):
+            scores += [float(x) for x in await self._score(pairs[at : at + SUBMIT_PAIRS])]
+        return list(zip(found, scores, strict=True))
 
     async def extract(self, conversation: Sequence[Mapping[str, str]]) -> list[Candidate]:
         candidates: list[Candidate] = []

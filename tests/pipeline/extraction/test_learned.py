@@ -123,3 +123,19 @@ def test_category_of(text: str, category: str) -> None:
 )
 def test_about_someone_else(clause: str, someone_else: bool) -> None:
     assert about_someone_else(clause) is someone_else
+
+
+async def test_a_long_conversation_is_scored_in_bounded_parts() -> None:
+    from service.pipeline.extraction import learned
+
+    sizes: list[int] = []
+
+    async def score(pairs: Sequence[Pair]) -> NDArray[np.float32]:
+        sizes.append(len(pairs))
+        return np.zeros(len(pairs), dtype=np.float32)
+
+    message = ". ".join(f"I have {n} red bikes" for n in range(700))
+    chat = [{"role": "user", "content": message}]
+    assert await LearnedExtractor(score, threshold=0.5).extract(chat) == []
+    assert sum(sizes) == 700
+    assert max(sizes) <= learned.SUBMIT_PAIRS
