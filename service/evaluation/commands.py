@@ -140,9 +140,10 @@ def _learned(settings: Settings, model_dir: Path | None) -> Any:
     from service.pipeline.extraction.learned import LearnedExtractor
 
     classifier = _classifier(settings, "extractor", model_dir)
+    batched = _batched(classifier)
 
     async def score(pairs: Any) -> Any:
-        return await asyncio.to_thread(score_in_sorted_batches, classifier.score, list(pairs))
+        return await asyncio.to_thread(batched, list(pairs))
 
     return LearnedExtractor(score, classifier.threshold)
 

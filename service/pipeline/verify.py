@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from service.inference import ModelRegistry
-from service.pipeline.extraction.lexicon import ADVERBS
+from service.pipeline.extraction.lexicon import VERB_ADVERBS
 from service.pipeline.extraction.types import Candidate
 from service.pipeline.windows import quote_window, user_windows
 
@@ -32,7 +32,6 @@ VERIFIER = "verifier"
 # (bench/verifier_windows.py, docs/extraction.md).
 _IRREGULAR = {"is": "am", "has": "have", "does": "do", "was": "was", "isn't": "am not",
               "doesn't": "don't", "hasn't": "haven't", "wasn't": "wasn't"}  # fmt: skip
-_ADVERBS = ADVERBS | frozenset({"kinda", "sorta", "basically", "barely", "hardly", "still"})
 _SUBJECT = re.compile(r"^the user(?:'s|\u2019s)?\b", re.IGNORECASE)
 _PRONOUNS = (
     (re.compile(r"\btheir\b"), "my"),
@@ -69,7 +68,7 @@ def first_person(text: str) -> str:
         # "sometimes works", "no longer eats"): the verb after them takes the first person.
         at = 0
         while at < len(words) - 1 and (
-            words[at].lower() in _ADVERBS or words[at].lower().endswith("ly")
+            words[at].lower() in VERB_ADVERBS or words[at].lower().endswith("ly")
         ):
             at += 1
         if at + 1 < len(words) and words[at].lower() == "no" and words[at + 1] == "longer":

@@ -137,7 +137,7 @@ def train_verifier(
     everyday_val = verifier_data.everyday_rows(everyday_dir / "val.jsonl")
     extraction_val_file = extraction_dir / "verification_val.jsonl"
     extraction_val = (
-        verification.load_rows(extraction_val_file) if extraction_val_file.exists() else []
+        verifier_data.everyday_rows(extraction_val_file) if extraction_val_file.exists() else []
     )
     calibration = val_rows + everyday_val + extraction_val
     scores, _ = verification.pooled_scores(encoder.predict, calibration)

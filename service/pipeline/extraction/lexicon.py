@@ -54,6 +54,9 @@ ADVERBS: frozenset[str] = words(
     certainly simply literally seriously never only exclusively strictly primarily
     """
 )
+# Adverbs that may stand between a subject and its verb when a statement changes person ("The
+# user always picks" <-> "I always pick"): the verb after them is the one to conjugate.
+VERB_ADVERBS: frozenset[str] = ADVERBS | words("sorta basically barely hardly")
 
 # Base forms of verbs whose first-person present states a habit, a preference or a standing
 # fact ("I bake", "I live in", "I prefer"). Verbs of thinking, wanting, hoping and the like are

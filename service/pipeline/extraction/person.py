@@ -57,7 +57,7 @@ _KEEP_AFTER_SUBJECT = lx.words(
     """
 )
 # Adverbs that can stand between the subject and the verb; the verb after them is conjugated.
-_ADVERBS = lx.ADVERBS | lx.words("kinda sorta basically mostly barely hardly no longer")
+_ADVERBS = lx.VERB_ADVERBS | lx.words("no longer")
 # Irregular past forms: a verb that is already past stays as it is.
 _PAST = lx.words(
     """
