@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import email.message
 import json
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, params
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 PROBLEM_JSON = "application/problem+json"
 log = logging.getLogger("tailor.api")
@@ -74,7 +77,10 @@ def problem_body(
     if instance:
         body["instance"] = instance
     if errors:
-        body["errors"] = [dict(e) for e in errors]
+        # Every entry has a `type` (the Problem schema says so): the problem's own slug where
+        # the raiser gave none.
+        kind = body["type"].rsplit(":", 1)[-1].replace("-", "_")
+        body["errors"] = [{**e, "type": e.get("type") or kind} for e in errors]
     return body
 
 
@@ -120,8 +126,54 @@ def validation_errors(exc: RequestValidationError) -> list[dict[str, str]]:
     return out
 
 
+def _is_json(content_type: str) -> bool:
+    """application/json or application/<anything>+json: what FastAPI parses as JSON."""
+    message = email.message.Message()
+    message["content-type"] = content_type
+    subtype = message.get_content_subtype()
+    return message.get_content_maintype() == "application" and (
+        subtype == "json" or subtype.endswith("+json")
+    )
+
+
+def _unsupported_media_type(request: Request, exc: RequestValidationError) -> JSONResponse | None:
+    """415 for a JSON-body route sent a body of another media type (or of none). FastAPI does
+    not parse such a body and reports it as a validation error of `body`; the fault is the
+    media type, not the fields. Form (multipart upload) routes keep their own rules, and no
+    body at all stays a 422 naming the missing body."""
+    route = request.scope.get("route")
+    if not isinstance(route, APIRoute) or route.body_field is None:
+        return None
+    if isinstance(route.body_field.field_info, params.Form):
+        return None
+    content_type = request.headers.get("content-type")
+    if content_type is not None and _is_json(content_type):
+        return None
+    if any(
+        tuple(e.get("loc", ())) == ("body",) and e.get("type") == "missing" for e in exc.errors()
+    ):
+        return None
+    given = f"Content-Type {content_type!r}" if content_type else "no Content-Type"
+    return problem_response(
+        415,
+        f"The request body must be application/json; got {given}.",
+        slug="unsupported-media-type",
+        instance=request.url.path,
+        errors=[
+            {
+                "field": "header.Content-Type",
+                "message": "expected application/json",
+                "type": "unsupported_media_type",
+            }
+        ],
+    )
+
+
 async def _on_validation(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
+    wrong_media_type = _unsupported_media_type(request, exc)
+    if wrong_media_type is not None:
+        return wrong_media_type
     errors = validation_errors(exc)
     if any(e["type"] == "json_invalid" for e in errors):
         return problem_response(
@@ -150,13 +202,31 @@ async def _on_problem(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
+# The methods a 405's Allow header may name (HEAD and OPTIONS only where a route has them).
+METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route answers at this path. Starlette's 405 names only the methods of
+    the first route whose path matched, and this API declares one route per method."""
+    allowed = []
+    for method in METHODS:
+        probe = {**request.scope, "method": method}
+        if any(route.matches(probe)[0] == Match.FULL for route in request.app.router.routes):
+            allowed.append(method)
+    return allowed
+
+
 async def _on_http(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        headers["Allow"] = ", ".join(allowed_methods(request))
     return problem_response(
         exc.status_code,
         str(exc.detail),
         instance=request.url.path,
-        headers=dict(exc.headers or {}),
+        headers=headers,
     )
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from service.schemas.common import (
     MAX_EVIDENCE,
     AttributeText,
     Category,
+    EvidenceOut,
     EvidenceSchema,
     StrictModel,
 )
@@ -24,7 +25,20 @@ class AttributeCreate(StrictModel):
     evidence: list[EvidenceSchema] = Field(default_factory=list, max_length=MAX_EVIDENCE)
 
 
+def _patch_schema(schema: dict[str, Any]) -> None:
+    """What the validator below enforces: at least one field, and text and status never null
+    (category may be: null clears it)."""
+    schema["minProperties"] = 1
+    for name in ("text", "status"):
+        prop = schema["properties"][name]
+        kept = [branch for branch in prop.pop("anyOf") if branch != {"type": "null"}]
+        prop.pop("default", None)
+        prop.update(kept[0] if len(kept) == 1 else {"anyOf": kept})
+
+
 class AttributePatch(StrictModel):
+    model_config = ConfigDict(json_schema_extra=_patch_schema)
+
     text: AttributeText | None = None
     category: Category | None = None
     status: Status | None = None
@@ -49,7 +63,7 @@ class AttributeOut(BaseModel):
     verifier_score: float | None
     source: str
     superseded_by: str | None
-    evidence: list[EvidenceSchema]
+    evidence: list[EvidenceOut]
     created_at: datetime
     updated_at: datetime
 
@@ -85,9 +99,7 @@ def attribute_out(row: Any, user_id: str) -> AttributeOut:
         verifier_score=row.verifier_score,
         source=row.source,
         superseded_by=row.superseded_by,
-        evidence=[
-            EvidenceSchema(message_index=e.message_index, quote=e.quote) for e in row.evidence
-        ],
+        evidence=[EvidenceOut(message_index=e.message_index, quote=e.quote) for e in row.evidence],
         created_at=row.created_at,
         updated_at=row.updated_at,
     )

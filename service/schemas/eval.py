@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from service.schemas.common import ID_PATTERN, StrictModel
+from service.schemas.common import ID_PATTERN, StrictModel, exactly_one_of
 
 # A plain folder name: no separators, no leading dot (so never "." or "..").
 DATASET_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
@@ -19,6 +19,10 @@ Status = Literal["queued", "running", "succeeded", "failed"]
 
 
 class EvalRequest(StrictModel):
+    """Give exactly one of `dataset` and `upload_id`."""
+
+    model_config = ConfigDict(json_schema_extra=exactly_one_of("dataset", "upload_id"))
+
     dataset: str | None = Field(
         default=None,
         pattern=DATASET_PATTERN,

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from service.schemas.common import (
     MAX_MESSAGE_CHARS,
     MAX_MESSAGES,
     AttributeText,
-    EvidenceSchema,
+    EvidenceOut,
     StrictModel,
     UserId,
+    at_most_one_of,
+    exactly_one_of,
     field_error,
+    not_null,
 )
 
 MAX_INLINE_ATTRIBUTES = 200
@@ -37,6 +40,16 @@ def _conversation_field(description: str) -> object:
 
 
 class ExtractRequest(StrictModel):
+    # store: true needs a user_id.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"not": {"required": ["store"], "properties": {"store": {"const": True}}}},
+                not_null("user_id"),
+            ]
+        }
+    )
+
     conversation: Conversation = _conversation_field(  # type: ignore[assignment]
         "The messages to read; evidence indexes point into this list."
     )
@@ -70,7 +83,7 @@ class CandidateOut(BaseModel):
         "quote is not in the cited user message."
     )
     score: float | None = Field(description="Verifier score (null when never scored).")
-    evidence: EvidenceSchema
+    evidence: EvidenceOut
     action: Literal["added", "updated", "superseded", "rejected", "not_stored"] = Field(
         description="added: new attribute; updated: restates a stored one (its evidence grew); "
         "superseded: contradicts a stored one, which was retired; rejected: not supported; "
@@ -114,6 +127,10 @@ class VerifyResponse(BaseModel):
 
 
 class SelectRequest(StrictModel):
+    """Give exactly one of `user_id` and `attributes`."""
+
+    model_config = ConfigDict(json_schema_extra=exactly_one_of("user_id", "attributes"))
+
     prompt: str = Field(min_length=1, max_length=MAX_PROMPT_CHARS)
     user_id: UserId | None = Field(default=None, description="Select from this user's attributes.")
     attributes: list[AttributeText] | None = Field(
@@ -166,6 +183,25 @@ def _ends_with_user(model: BaseModel, messages: list[ChatMessage]) -> None:
 
 
 class GenerateRequest(StrictModel):
+    """Give at most one of `user_id` and `attributes`; `include_generic` cannot be streamed."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "allOf": [
+                at_most_one_of("user_id", "attributes"),
+                {
+                    "not": {
+                        "required": ["stream", "include_generic"],
+                        "properties": {
+                            "stream": {"const": True},
+                            "include_generic": {"const": True},
+                        },
+                    }
+                },
+            ]
+        }
+    )
+
     messages: Conversation = _conversation_field("The chat so far; the last is the user's.")  # type: ignore[assignment]
     user_id: UserId | None = Field(
         default=None, description="Select from this user's stored attributes."
