@@ -4,29 +4,237 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import difflib
+import logging
+import os
+import sqlite3
 import sys
+from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
+from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
 from service.config import Settings, get_settings
+from service.startup import EXIT_STATUS, StartupError
+
+# Settings read from the environment outside Settings (service/store/migrate.py), and the
+# variables the tests use; neither is a typo.
+OTHER_VARIABLES = {"TAILOR_MIGRATIONS_DIR"}
+OTHER_PREFIXES = ("TAILOR_TEST_",)
+SECRET_HINTS = ("KEY", "URL", "PASSWORD", "SECRET", "TOKEN")
+
+AsgiMessage = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[AsgiMessage]]
+Send = Callable[[AsgiMessage], Awaitable[None]]
+Asgi = Callable[[MutableMapping[str, Any], Receive, Send], Awaitable[None]]
+
+
+def settings_error(exc: ValidationError) -> StartupError:
+    """One line naming each bad TAILOR_ variable and what is wrong with it."""
+    problems = []
+    for err in exc.errors():
+        loc = [str(part) for part in err.get("loc", ())]
+        message = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        if not loc:
+            problems.append(message)
+            continue
+        variable = f"TAILOR_{loc[0].upper()}"
+        value = err.get("input")
+        shown = ""
+        if isinstance(value, str) and not any(h in variable for h in SECRET_HINTS):
+            shown = f"={value[:40]!r}"
+        problems.append(f"{variable}{shown}: {message}")
+    return StartupError(
+        f"invalid settings: {'; '.join(problems)}; fix or unset them in the environment "
+        "(README.md, Configuration, lists every setting)"
+    )
+
+
+def warn_unknown_variables(environ: MutableMapping[str, str] | None = None) -> list[str]:
+    """A TAILOR_ variable that names no setting is ignored; say so (a typo of a real one
+    would otherwise be silently without effect)."""
+    environ = os.environ if environ is None else environ
+    known = {f"TAILOR_{name.upper()}" for name in Settings.model_fields} | OTHER_VARIABLES
+    lines = []
+    for variable in sorted(environ):
+        if not variable.startswith("TAILOR_") or variable in known:
+            continue
+        if variable.startswith(OTHER_PREFIXES):
+            continue
+        close = difflib.get_close_matches(variable, sorted(known), n=1, cutoff=0.75)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        lines.append(f"warning: {variable} is not a setting and is ignored{hint}")
+    for line in lines:
+        print(line, file=sys.stderr)
+    return lines
+
+
+def _database_label(settings: Settings) -> str:
+    from sqlalchemy.engine import make_url
+
+    url = make_url(settings.resolved_database_url)
+    if settings.is_sqlite:
+        return str(url.database or "in-memory SQLite")
+    return url.render_as_string(hide_password=True)
+
+
+def _reason(exc: BaseException) -> str:
+    from service.store.db import unavailable
+
+    problem = unavailable(exc)
+    if problem is not None:
+        return problem.reason
+    orig = getattr(exc, "orig", None) or exc
+    first = str(orig).strip().splitlines()[0] if str(orig).strip() else ""
+    return f"{type(orig).__name__}: {first}" if first else type(orig).__name__
+
+
+def check_database(settings: Settings) -> None:
+    """Before serving: the database is migrated (when auto-migrate applies) and, for the
+    embedded SQLite file, takes a write. Raises StartupError with one line otherwise.
+
+    PostgreSQL is only migrated here, not probed: a server that is down now may be up in a
+    moment, and /readyz reports it meanwhile; a SQLite path that cannot be written will not
+    fix itself."""
+    from sqlalchemy.engine import make_url
+
+    from service.store.db import check_writable, engine_from_settings
+    from service.store.migrate import upgrade_from_settings
+
+    label = _database_label(settings)
+    where = "set TAILOR_DATA_DIR (or TAILOR_DATABASE_URL) to a writable place"
+    if settings.is_sqlite:
+        database = make_url(settings.resolved_database_url).database or ""
+        if database and database != ":memory:" and not database.startswith("file:"):
+            directory = Path(database).parent
+            try:
+                directory.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StartupError(
+                    f"the database directory {directory} cannot be created "
+                    f"({exc.strerror or exc}); create it or {where}"
+                ) from exc
+            # Opened once with the standard driver first: a file that cannot even be opened
+            # (or created) is reported without the async driver's thread noise.
+            try:
+                sqlite3.connect(database, timeout=5).close()
+            except sqlite3.Error as exc:
+                raise StartupError(
+                    f"the database at {label} cannot be opened or created ({exc}); make the "
+                    f"file and its directory writable by this user, or {where}"
+                ) from exc
+    if settings.should_auto_migrate():
+        try:
+            upgrade_from_settings(settings)
+        except Exception as exc:
+            fix = (
+                f"make the file and its directory writable by this user, or {where}"
+                if settings.is_sqlite
+                else "check TAILOR_DATABASE_URL and that the server is up"
+            )
+            raise StartupError(
+                f"the database at {label} cannot be migrated ({_reason(exc)}); {fix}"
+            ) from exc
+    if not settings.is_sqlite:
+        return
+
+    async def probe() -> None:
+        engine = engine_from_settings(settings)
+        try:
+            await check_writable(engine)
+        finally:
+            await engine.dispose()
+
+    try:
+        asyncio.run(probe())
+    except Exception as exc:
+        reason = _reason(exc)
+        if "no such table" in reason:
+            raise StartupError(
+                f"the database at {label} is not migrated to this release ({reason}); "
+                "run `tailor migrate`"
+            ) from exc
+        raise StartupError(
+            f"the database at {label} does not take a write ({reason}); make the file and its "
+            f"directory writable by this user, or {where}"
+        ) from exc
+
+
+class StartupGuard:
+    """The app as uvicorn runs it: a ``StartupError`` raised while the lifespan starts (a
+    model file missing or corrupt), or an error ``translate`` turns into one (the database
+    unreachable), is kept for the command to print as its one line, instead of uvicorn logging
+    the traceback."""
+
+    QUIET = ("Application startup failed. Exiting.",)
+
+    def __init__(
+        self,
+        app: Asgi,
+        translate: Callable[[BaseException], StartupError | None] = lambda _exc: None,
+    ) -> None:
+        self.app = app
+        self.translate = translate
+        self.failure: StartupError | None = None
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan":
+            await self.app(scope, receive, send)
+            return
+
+        async def quiet_send(message: AsgiMessage) -> None:
+            if message["type"] == "lifespan.startup.failed":
+                # Sent from inside the lifespan's except block: the error is the one handled.
+                failure = sys.exc_info()[1]
+                if failure is not None and not isinstance(failure, StartupError):
+                    failure = self.translate(failure)
+                if isinstance(failure, StartupError):
+                    self.failure = failure
+                    message = {"type": "lifespan.startup.failed", "message": ""}
+                    logging.getLogger("uvicorn.error").addFilter(self._quiet)
+            await send(message)
+
+        await self.app(scope, receive, quiet_send)
+
+    def _quiet(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() not in self.QUIET
 
 
 def _serve(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
     from service.app import create_app
-    from service.store.migrate import upgrade_from_settings
 
-    if settings.should_auto_migrate():
-        upgrade_from_settings(settings)
-    uvicorn.run(
-        create_app(settings),
-        host=args.host,
-        port=args.port,
-        log_level=settings.log_level,
-        proxy_headers=True,
-    )
+    check_database(settings)
+
+    def translate(exc: BaseException) -> StartupError | None:
+        from service.store.db import unavailable
+
+        problem = unavailable(exc)
+        if problem is None:
+            return None
+        return StartupError(
+            f"the database at {_database_label(settings)} cannot be used ({problem.reason}); "
+            "check TAILOR_DATABASE_URL and that the server is up and writable"
+        )
+
+    guard = StartupGuard(create_app(settings), translate)
+    try:
+        uvicorn.run(
+            guard,
+            host=args.host,
+            port=args.port,
+            log_level=settings.log_level,
+            proxy_headers=True,
+        )
+    except SystemExit:
+        if guard.failure is not None:
+            raise guard.failure from None
+        raise
+    if guard.failure is not None:
+        raise guard.failure
     return 0
 
 
@@ -263,8 +471,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Runs a command. A setting, database or model problem that stops it from starting is
+    one line on stderr (``error: ...``, what is wrong and how to fix it) and exit status 1,
+    without a traceback."""
     args = build_parser().parse_args(argv)
-    code: int = args.func(args, get_settings())
+    warn_unknown_variables()
+    try:
+        try:
+            settings = get_settings()
+        except ValidationError as exc:
+            raise settings_error(exc) from None
+        code: int = args.func(args, settings)
+    except StartupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_STATUS
     return code
 
 

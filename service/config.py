@@ -7,7 +7,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -73,6 +73,25 @@ class Settings(BaseSettings):
     )
     batch_queue_size: int = Field(
         default=2048, ge=1, description="Items waiting per model before requests get 429."
+    )
+    request_max_model_tokens: int = Field(
+        default=10_000,
+        ge=256,
+        description=(
+            "Model work one request may cost: tokens scored by the cross-encoders, summed over "
+            "every pair (about 10,000 per CPU-second on 2 cores); more is refused with 422."
+        ),
+    )
+    job_max_model_tokens: int = Field(
+        default=40_000, ge=256, description="The same for one extraction job."
+    )
+    tenant_max_concurrency: int = Field(
+        default=32,
+        ge=1,
+        description=(
+            "Requests that run models or an LLM one tenant may have in flight in this process; "
+            "more get 429 with Retry-After."
+        ),
     )
     embedder_path: Path | None = Field(
         default=None,
@@ -168,11 +187,19 @@ class Settings(BaseSettings):
         default=0.5, gt=0, description="Seconds between polls for due jobs when none was notified."
     )
     jobs_lease_s: float = Field(
-        default=300.0,
+        default=10.0,
         gt=0,
         description=(
-            "A running job whose worker has not renewed its lock for this long is taken back "
-            "(the worker renews it every third of the lease while the job runs)."
+            "A running job whose worker has not renewed its lease for this long is taken over "
+            "by another worker (its worker is presumed dead)."
+        ),
+    )
+    jobs_heartbeat_s: float = Field(
+        default=2.0,
+        gt=0,
+        description=(
+            "How often a worker renews the lease of each job it runs; must be shorter than "
+            "jobs_lease_s (a few heartbeats per lease ride out a slow database)."
         ),
     )
     jobs_max_attempts: int = Field(
@@ -182,6 +209,14 @@ class Settings(BaseSettings):
         default=2.0, gt=0, description="Retry delay after the first failed attempt (doubles)."
     )
     jobs_backoff_max_s: float = Field(default=300.0, gt=0, description="Longest retry delay.")
+
+    # --- health ---------------------------------------------------------------------------
+    readiness_cache_s: float = Field(
+        default=5.0,
+        ge=0,
+        description="How long /readyz reuses a passing model and database probe (0: never); "
+        "a failing one is repeated at the next call.",
+    )
 
     # --- embedded LLM (used when llm_base_url is unset) ------------------------------------
     load_llm: bool = Field(
@@ -209,6 +244,16 @@ class Settings(BaseSettings):
         ge=128,
         description="Context window of the embedded LLM in tokens (prompt plus answer).",
     )
+
+    @model_validator(mode="after")
+    def _heartbeat_within_lease(self) -> Settings:
+        if self.jobs_heartbeat_s >= self.jobs_lease_s:
+            raise ValueError(
+                f"TAILOR_JOBS_HEARTBEAT_S ({self.jobs_heartbeat_s:g}) must be shorter than "
+                f"TAILOR_JOBS_LEASE_S ({self.jobs_lease_s:g}), or every running job would be "
+                "taken over before its worker renews it"
+            )
+        return self
 
     @cached_property
     def resolved_database_url(self) -> str:

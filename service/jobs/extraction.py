@@ -12,10 +12,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from service.inference import ModelNotLoaded
 from service.jobs.worker import ClaimedJob, PermanentJobError
 from service.pipeline import extract as extraction
+from service.pipeline.budget import OverBudget, request_budget
 from service.pipeline.extract import Judged
 from service.pipeline.extractors import NoLLMForExtraction, choose
 from service.pipeline.turn_extraction import shift
-from service.pipeline.verify import max_pairs
 from service.store.users import get_user_by_id
 
 if TYPE_CHECKING:
@@ -34,18 +34,15 @@ class ExtractionJob:
         offset = job.payload.get("offset", 0)
         if not isinstance(conversation, list) or not isinstance(offset, int):
             raise PermanentJobError("payload needs a conversation list and an integer offset")
+        settings = self.state.settings
+        budget = request_budget(settings.batch_queue_size, settings.job_max_model_tokens)
         try:
             extractor = choose(
-                job.payload.get("extractor"), self.state.settings, self.state.llm, models
+                job.payload.get("extractor"), settings, self.state.llm, models, budget
             )
-        except (NoLLMForExtraction, ModelNotLoaded) as exc:
+            judged = await extraction.judge(conversation, extractor, models, budget=budget)
+        except (NoLLMForExtraction, ModelNotLoaded, OverBudget) as exc:
             raise PermanentJobError(str(exc)) from exc
-        judged = await extraction.judge(
-            conversation,
-            extractor,
-            models,
-            pair_limit=max_pairs(self.state.settings.batch_queue_size),
-        )
         return shift(judged, offset)
 
     async def apply(self, session: AsyncSession, job: ClaimedJob, prepared: Any) -> dict[str, Any]:

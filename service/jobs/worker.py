@@ -1,10 +1,16 @@
 """The job worker: claims due jobs from the database, runs them through their kind's handler,
-retries failures with backoff and takes back jobs whose worker died.
+retries failures with backoff and takes over jobs whose worker died.
 
 A job runs in two parts. ``prepare`` does the slow work (models, LLM) outside any transaction
 and may run more than once (after a crash, a lost lease or a retry). ``apply`` writes the
 effects in the same transaction that marks the job succeeded, and that transaction first checks
-that this worker still owns the job, so the effects are committed exactly once.
+that this worker still owns the job (its worker id and attempt number, the claim's fencing
+token), so the effects are committed exactly once.
+
+While ``prepare`` runs, the worker renews the job's lease every ``jobs_heartbeat_s``; a job whose
+lease has not been renewed for ``jobs_lease_s`` is taken over by any worker's sweep (every
+heartbeat), so a dead worker's job runs again within about lease + heartbeat seconds. A worker
+whose renewal finds the job taken over stops its ``prepare`` and writes nothing.
 """
 
 from __future__ import annotations
@@ -17,8 +23,8 @@ import random
 import secrets
 import socket
 import time
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager, suppress
+from collections.abc import Mapping
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Protocol
@@ -28,14 +34,15 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import Session
 
 from service.config import Settings
+from service.jobs.errors import summarize
 from service.metrics import JOB_FAILURES, JOB_SECONDS, JOBS_QUEUE_DEPTH, JOBS_TOTAL
 from service.store.jobs import FAILED, JobRepository
 from service.store.models import Job, utcnow
 
 log = logging.getLogger("tailor.jobs")
 
-# How often a worker looks for jobs whose worker died, at most: a dead worker's job waits for
-# its lease to run out and then up to this long.
+# How often a worker looks for jobs whose worker died, at most (it looks every heartbeat): a
+# dead worker's job waits for its lease to run out and then up to this long.
 MAX_SWEEP_INTERVAL_S = 30.0
 
 
@@ -51,6 +58,10 @@ class ClaimedJob:
 
 class PermanentJobError(Exception):
     """Raised by a handler when retrying cannot help (a bad payload): the job fails now."""
+
+
+class LeaseLost(Exception):
+    """This worker's lease on a job ran out and another worker took the job over."""
 
 
 class JobHandler(Protocol):
@@ -110,11 +121,6 @@ def _claimed(job: Job) -> _Claim:
     )
 
 
-def _describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
 class JobWorker:
     def __init__(
         self,
@@ -132,8 +138,8 @@ class JobWorker:
         self._concurrency = settings.jobs_concurrency
         self._poll_s = settings.jobs_poll_interval_s
         self._lease = timedelta(seconds=settings.jobs_lease_s)
-        self._heartbeat_s = settings.jobs_lease_s / 3
-        self._sweep_s = min(settings.jobs_lease_s / 2, MAX_SWEEP_INTERVAL_S)
+        self._heartbeat_s = settings.jobs_heartbeat_s
+        self._sweep_s = min(settings.jobs_heartbeat_s, MAX_SWEEP_INTERVAL_S)
         self._backoff_base_s = settings.jobs_backoff_base_s
         self._backoff_max_s = settings.jobs_backoff_max_s
         self._shutdown_grace_s = shutdown_grace_s
@@ -247,7 +253,13 @@ class JobWorker:
             JOB_FAILURES.labels(stale.kind).inc()
             outcome = "failed" if stale.status == FAILED else "retried"
             JOBS_TOTAL.labels(stale.kind, outcome).inc()
-            log.warning("job %s (%s): lease expired, now %s", stale.id, stale.kind, stale.status)
+            log.warning(
+                "job %s (%s): worker %s stopped renewing its lease, now %s",
+                stale.id,
+                stale.kind,
+                stale.worker,
+                stale.status,
+            )
 
     async def _refresh_depth(self) -> None:
         self._last_depth = time.monotonic()
@@ -277,17 +289,33 @@ class JobWorker:
                 await self._failed(claim, error, permanent=True)
                 return
             try:
-                async with self._heartbeat(job):
-                    prepared = await handler.prepare(job)
+                prepared = await self._prepare(handler, job)
                 applied = await self._apply(handler, job, prepared)
+            except LeaseLost:
+                log.warning(
+                    "job %s (%s) attempt %d: lease lost to another worker; stopped, nothing "
+                    "written",
+                    job.id,
+                    job.kind,
+                    job.attempt,
+                )
+                return
             except PermanentJobError as exc:
-                await self._failed(claim, str(exc) or "PermanentJobError", permanent=True)
+                # The full error stays in the log; the job (and its tenant) gets a summary.
+                log.warning(
+                    "job %s (%s) attempt %d failed for good",
+                    job.id,
+                    job.kind,
+                    job.attempt,
+                    exc_info=True,
+                )
+                await self._failed(claim, summarize(exc, with_type=False), permanent=True)
                 return
             except Exception as exc:
                 log.warning(
                     "job %s (%s) attempt %d failed", job.id, job.kind, job.attempt, exc_info=True
                 )
-                await self._failed(claim, _describe(exc), permanent=False)
+                await self._failed(claim, summarize(exc), permanent=False)
                 return
             if applied:
                 JOBS_TOTAL.labels(job.kind, "succeeded").inc()
@@ -335,31 +363,37 @@ class JobWorker:
         except Exception:
             log.exception("job %s: could not give it back; its lease will", job.id)
 
-    @asynccontextmanager
-    async def _heartbeat(self, job: ClaimedJob) -> AsyncIterator[None]:
-        """Renews the job's lock while ``prepare`` runs, so the lease only has to outlast a
-        dead worker, not the slowest job."""
-        stop = asyncio.Event()
-
-        async def renew() -> None:
-            while True:
-                with suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=self._heartbeat_s)
-                    return
-                try:
-                    async with self._sessions() as session, session.begin():
-                        owned = await JobRepository(session).heartbeat(
-                            job.id, self.worker_id, job.attempt
-                        )
-                    if not owned:
-                        log.warning("job %s: lock lost while preparing", job.id)
-                        return
-                except Exception:
-                    log.exception("job %s: could not renew its lock", job.id)
-
-        task = asyncio.create_task(renew(), name=f"job-heartbeat:{job.id}")
+    async def _prepare(self, handler: JobHandler, job: ClaimedJob) -> Any:
+        """Runs ``prepare`` while renewing the job's lease every heartbeat, so the lease only
+        has to outlast a dead worker, not the slowest job. Raises ``LeaseLost`` as soon as a
+        renewal finds the job taken over (its ``prepare`` is cancelled: the new owner redoes
+        it, and this worker's result could not be applied anyway)."""
+        work: asyncio.Future[Any] = asyncio.ensure_future(handler.prepare(job))
+        renewing = asyncio.create_task(self._renew(job), name=f"job-heartbeat:{job.id}")
         try:
-            yield
+            await asyncio.wait((work, renewing), return_when=asyncio.FIRST_COMPLETED)
         finally:
-            stop.set()
-            await task
+            lost = renewing.done() and not work.done()
+            work.cancel()
+            renewing.cancel()
+            await asyncio.gather(work, renewing, return_exceptions=True)
+        if lost:
+            raise LeaseLost(job.id)
+        return work.result()
+
+    async def _renew(self, job: ClaimedJob) -> None:
+        """Renews the job's lease every heartbeat; returns once the job is no longer this
+        worker's. A renewal that fails (database down) is logged and tried again: the lease
+        is lost only if no renewal gets through for a whole lease."""
+        while True:
+            await asyncio.sleep(self._heartbeat_s)
+            try:
+                async with self._sessions() as session, session.begin():
+                    owned = await JobRepository(session).heartbeat(
+                        job.id, self.worker_id, job.attempt
+                    )
+            except Exception as exc:
+                log.warning("job %s: could not renew its lease: %s", job.id, summarize(exc))
+                continue
+            if not owned:
+                return

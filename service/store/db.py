@@ -1,14 +1,25 @@
-"""Engine and session factory."""
+"""Engine and session factory, and what tells a database that cannot take writes apart.
+
+On SQLite the engine also watches the database file itself: every commit first checks that the
+path still names the file the connections opened. A deleted (or replaced) file keeps working
+through its open descriptors, so without this check writes would succeed, answer 201, and be gone
+after a restart; with it the commit fails with ``DatabaseUnavailable`` (503)."""
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import event, text
+from sqlalchemy import event, insert, text, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.engine.interfaces import DBAPIConnection
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
     AsyncSession,
@@ -18,32 +29,131 @@ from sqlalchemy.ext.asyncio import (
 from sqlalchemy.pool import ConnectionPoolEntry
 
 from service.config import Settings
+from service.store.models import HealthCheck, utcnow
 
 
-def _on_sqlite_connect(dbapi_conn: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
-    # The sqlite3 driver's own transaction handling issues no BEGIN before a SAVEPOINT, so a
-    # released savepoint would commit on its own. Take transactions over (SQLAlchemy's
-    # documented recipe) and begin them ourselves in _on_sqlite_begin.
-    dbapi_conn.isolation_level = None
+class DatabaseUnavailable(Exception):
+    """The database cannot take this transaction now: its file is gone or was replaced
+    (SQLite), it is read-only, full, busy past the timeout or unreachable.
+
+    ``reason`` is short and safe to show to API clients and tenants (no paths, no SQL);
+    ``str()`` adds the details for the log."""
+
+    def __init__(self, reason: str, detail: str | None = None, *, retry_after: int | None = None):
+        super().__init__(f"{reason} ({detail})" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+        self.retry_after = retry_after
+
+
+# --- SQLite ------------------------------------------------------------------------------
+
+
+FileIdentity = tuple[int, int]
+
+
+def _identity(path: str) -> FileIdentity | None:
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise DatabaseUnavailable("the database file cannot be checked", str(exc)) from exc
+    return (st.st_dev, st.st_ino)
+
+
+@dataclass
+class _SqliteFile:
+    """The file an engine's connections opened, and the check that the path still names it."""
+
+    path: str | None = None
+    identity: FileIdentity | None = None
+
+    def opened(self, path: str) -> None:
+        current = _identity(path)
+        if current is None:
+            raise DatabaseUnavailable(
+                "the database file is gone", f"{path} vanished as it was being opened"
+            )
+        if self.identity is None:
+            self.path, self.identity = path, current
+        elif (path, current) != (self.path, self.identity):
+            # A new connection found another file at the path: the one the others write to
+            # was deleted (SQLite then creates an empty one) or replaced.
+            raise DatabaseUnavailable(
+                "the database file was deleted or replaced",
+                f"{path} is no longer the file this process opened",
+            )
+
+    def check(self) -> None:
+        if self.path is None:
+            return
+        current = _identity(self.path)
+        if current is None:
+            raise DatabaseUnavailable(
+                "the database file is gone",
+                f"{self.path} no longer exists (deleted while serving); nothing was committed",
+            )
+        if current != self.identity:
+            raise DatabaseUnavailable(
+                "the database file was deleted or replaced",
+                f"{self.path} is no longer the file this process opened; nothing was committed",
+            )
+
+
+def _main_file(dbapi_conn: DBAPIConnection) -> str:
     cursor = dbapi_conn.cursor()
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA busy_timeout=5000")
-    cursor.close()
+    try:
+        cursor.execute("PRAGMA database_list")
+        for row in cursor.fetchall():
+            if row[1] == "main":
+                return str(row[2] or "")
+        return ""
+    finally:
+        cursor.close()
 
 
-def _on_sqlite_begin(conn: Connection) -> None:
-    # IMMEDIATE takes the write lock up front: concurrent transactions queue on busy_timeout
-    # instead of failing with SQLITE_BUSY when a reader later tries to write.
-    conn.exec_driver_sql("BEGIN IMMEDIATE")
+def _sqlite_events(engine: AsyncEngine) -> _SqliteFile:
+    watched = _SqliteFile()
+
+    def on_connect(dbapi_conn: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
+        # The sqlite3 driver's own transaction handling issues no BEGIN before a SAVEPOINT, so
+        # a released savepoint would commit on its own. Take transactions over (SQLAlchemy's
+        # documented recipe) and begin them ourselves in on_begin.
+        dbapi_conn.isolation_level = None
+        path = _main_file(dbapi_conn)  # "" for an in-memory database
+        if path:
+            watched.opened(path)
+        cursor = dbapi_conn.cursor()
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA busy_timeout=5000")
+        cursor.close()
+
+    def on_begin(conn: Connection) -> None:
+        # IMMEDIATE takes the write lock up front: concurrent transactions queue on
+        # busy_timeout instead of failing with SQLITE_BUSY when a reader later tries to write.
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    def on_commit(_conn: Connection) -> None:
+        # Runs before the COMMIT is sent: raising here leaves the transaction uncommitted (the
+        # pool rolls it back when the connection is returned).
+        watched.check()
+
+    event.listen(engine.sync_engine, "connect", on_connect)
+    event.listen(engine.sync_engine, "begin", on_begin)
+    event.listen(engine.sync_engine, "commit", on_commit)
+    return watched
+
+
+# --- engines and sessions -------------------------------------------------------------------
 
 
 def create_engine(url: str, *, schema: str | None = None, pool_size: int = 10) -> AsyncEngine:
     kwargs: dict[str, Any] = {"pool_pre_ping": True}
     if url.startswith("sqlite"):
         engine = create_async_engine(url, **kwargs)
-        event.listen(engine.sync_engine, "connect", _on_sqlite_connect)
-        event.listen(engine.sync_engine, "begin", _on_sqlite_begin)
+        _sqlite_events(engine)
         return engine
     if schema:
         kwargs["connect_args"] = {"server_settings": {"search_path": schema}}
@@ -74,3 +184,116 @@ async def transaction(factory: async_sessionmaker[AsyncSession]) -> AsyncIterato
 async def ping(engine: AsyncEngine) -> None:
     async with engine.connect() as conn:
         await conn.execute(text("SELECT 1"))
+
+
+# --- can the database take a write? -------------------------------------------------------
+
+HEALTH_ROW = "readyz"
+
+
+async def check_writable(engine: AsyncEngine) -> None:
+    """Commits one small write (the ``health_checks`` row): a read-only database, a full disk,
+    a lost connection or (SQLite) a deleted database file raises here as it would for a
+    request's write. A rollback would prove none of that, since nothing would reach the disk."""
+    now = utcnow()
+    async with engine.begin() as conn:
+        name = conn.dialect.name
+        if name in ("sqlite", "postgresql"):
+            upsert = (sqlite.insert if name == "sqlite" else postgresql.insert)(HealthCheck)
+            await conn.execute(
+                upsert.values(id=HEALTH_ROW, checked_at=now).on_conflict_do_update(
+                    index_elements=["id"], set_={"checked_at": now}
+                )
+            )
+            return
+        updated = await conn.execute(
+            update(HealthCheck).where(HealthCheck.id == HEALTH_ROW).values(checked_at=now)
+        )
+        if not updated.rowcount:
+            await conn.execute(insert(HealthCheck).values(id=HEALTH_ROW, checked_at=now))
+
+
+# SQLite result codes (sqlite3 exceptions' ``sqlite_errorname``, extended codes start with these)
+# that mean the database cannot take writes now, not that the request was wrong.
+_SQLITE_UNAVAILABLE = {
+    "SQLITE_READONLY": "the database is read-only",
+    "SQLITE_CANTOPEN": "the database file cannot be opened",
+    "SQLITE_IOERR": "the database file cannot be read or written (I/O error)",
+    "SQLITE_FULL": "the database disk is full",
+    "SQLITE_NOTADB": "the database file is not a database (corrupt or replaced)",
+    "SQLITE_CORRUPT": "the database file is corrupt",
+}
+_SQLITE_BUSY = ("SQLITE_BUSY", "SQLITE_LOCKED")
+# The same by message, for drivers that do not carry the code.
+_SQLITE_MESSAGES = {
+    "readonly database": "the database is read-only",
+    "unable to open database file": "the database file cannot be opened",
+    "disk i/o error": "the database file cannot be read or written (I/O error)",
+    "database or disk is full": "the database disk is full",
+    "file is not a database": "the database file is not a database (corrupt or replaced)",
+}
+# PostgreSQL SQLSTATEs (and classes) that mean the same.
+_PG_UNAVAILABLE = {
+    "25006": "the database is read-only",
+    "53100": "the database disk is full",
+    "57P01": "the database server is shutting down",
+    "57P02": "the database server is shutting down",
+    "57P03": "the database server is not accepting connections yet",
+    "58030": "the database server cannot read or write its files (I/O error)",
+}
+_PG_RETRY = {
+    "53300": "the database server has no connection free",
+    "55P03": "the database is busy",
+    "57014": "the database statement timed out",
+}
+
+
+def is_driver_error(exc: BaseException) -> bool:
+    """A DB-API driver's own exception (sqlite3's, asyncpg's), not wrapped by SQLAlchemy."""
+    module = type(exc).__module__.split(".", 1)[0]
+    return module in ("sqlite3", "asyncpg", "aiosqlite", "psycopg", "psycopg2")
+
+
+def unavailable(exc: BaseException) -> DatabaseUnavailable | None:
+    """``exc`` as a ``DatabaseUnavailable`` when it means the database cannot take the
+    transaction now (read-only, gone, full, unreachable, busy); None for any other error (a
+    constraint, a bug), which is the caller's problem."""
+    if isinstance(exc, DatabaseUnavailable):
+        return exc
+    if isinstance(exc, PoolTimeout):
+        return DatabaseUnavailable("no database connection is free", str(exc), retry_after=1)
+    orig: BaseException = exc
+    if isinstance(exc, DBAPIError):
+        if exc.connection_invalidated:
+            return DatabaseUnavailable("the database connection was lost", str(exc.orig))
+        if exc.orig is not None:
+            orig = exc.orig
+    detail = f"{type(orig).__name__}: {str(orig).splitlines()[0] if str(orig) else ''}"
+    name = getattr(orig, "sqlite_errorname", None)
+    if isinstance(name, str):
+        if name.startswith(_SQLITE_BUSY):
+            return DatabaseUnavailable("the database is busy", detail, retry_after=1)
+        for prefix, reason in _SQLITE_UNAVAILABLE.items():
+            if name.startswith(prefix):
+                return DatabaseUnavailable(reason, detail)
+    state = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    if isinstance(state, str):
+        if state in _PG_UNAVAILABLE:
+            return DatabaseUnavailable(_PG_UNAVAILABLE[state], detail)
+        if state in _PG_RETRY:
+            return DatabaseUnavailable(_PG_RETRY[state], detail, retry_after=1)
+        if state.startswith("08"):
+            return DatabaseUnavailable("the database connection was lost", detail)
+        return None
+    if isinstance(orig, ConnectionError | socket.gaierror | TimeoutError):
+        return DatabaseUnavailable("the database server cannot be reached", detail)
+    if (isinstance(exc, DBAPIError) or is_driver_error(orig)) and name is None:
+        message = str(orig).lower()
+        if "database is locked" in message:
+            return DatabaseUnavailable("the database is busy", detail, retry_after=1)
+        for needle, reason in _SQLITE_MESSAGES.items():
+            if needle in message:
+                return DatabaseUnavailable(reason, detail)
+        if "connection is closed" in message or "connection was closed" in message:
+            return DatabaseUnavailable("the database connection was lost", detail)
+    return None

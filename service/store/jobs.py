@@ -19,16 +19,18 @@ SUCCEEDED = "succeeded"
 FAILED = "failed"
 STATUSES = (QUEUED, RUNNING, SUCCEEDED, FAILED)
 DEFAULT_MAX_ATTEMPTS = 5
+# Errors are short summaries (service/jobs/errors.py); this only guards the column.
 MAX_ERROR_CHARS = 2_000
 
 
 @dataclass(frozen=True)
 class StaleJob:
-    """A running job taken back from a worker whose lease ran out."""
+    """A running job taken over from a worker whose lease ran out."""
 
     id: str
     kind: str
     status: str  # queued again, or failed when its attempts are used up
+    worker: str | None  # the worker that held it (for the log; tenants never see it)
 
 
 class JobRepository:
@@ -134,7 +136,7 @@ class JobRepository:
         return int(result.rowcount) == 1
 
     async def heartbeat(self, job_id: str, worker_id: str, attempt: int) -> bool:
-        """Renews the lock of a job still owned by this worker; False when it was lost."""
+        """Renews the lease of a job still owned by this worker; False when it was lost."""
         return await self._guarded(job_id, worker_id, attempt, locked_at=utcnow())
 
     async def mark_succeeded(self, job_id: str, worker_id: str, attempt: int) -> bool:
@@ -191,8 +193,9 @@ class JobRepository:
     async def requeue_stale(
         self, lease: timedelta, *, now: datetime | None = None
     ) -> list[StaleJob]:
-        """Takes back running jobs whose lock is older than ``lease`` (their worker died or
-        hung): queued again at once, or failed when their attempts are used up."""
+        """Takes over running jobs whose lease was last renewed more than ``lease`` ago (their
+        worker died or hung): queued again at once, or failed when their attempts are used up.
+        The error tenants see names neither the worker nor its host."""
         now = now or utcnow()
         stmt = (
             select(Job)
@@ -203,8 +206,10 @@ class JobRepository:
         )
         taken: list[StaleJob] = []
         for job in (await self.session.scalars(stmt)).all():
+            worker = job.locked_by
             lost = (
-                f"worker {job.locked_by} stopped renewing its lease during attempt {job.attempts}"
+                f"the worker running attempt {job.attempts} stopped renewing its lease "
+                "(dead or hung)"
             )
             if job.attempts >= job.max_attempts:
                 job.status = FAILED
@@ -216,7 +221,7 @@ class JobRepository:
             job.locked_by = None
             job.locked_at = None
             job.updated_at = now
-            taken.append(StaleJob(job.id, job.kind, job.status))
+            taken.append(StaleJob(job.id, job.kind, job.status, worker))
         await self.session.flush()
         return taken
 

@@ -212,3 +212,12 @@ class IdempotencyKey(Base):
     response_body: Mapped[bytes | None] = mapped_column(LargeBinary)
     content_type: Mapped[str | None] = mapped_column(String(100))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class HealthCheck(Base):
+    """Rows that ``/readyz`` rewrites: proof that the database takes (and keeps) a write."""
+
+    __tablename__ = "health_checks"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    checked_at: Mapped[datetime] = mapped_column(UTCDateTime())

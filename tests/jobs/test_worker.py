@@ -3,36 +3,36 @@
 from __future__ import annotations
 
 import asyncio
-import os
+import logging
 import random
 import signal
-import socket
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Mapping
-from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from prometheus_client import REGISTRY
+from pydantic import ValidationError
 from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from service.config import REPO_ROOT, Settings
-from service.jobs import JobHandler, JobWorker, backoff_delay, notify_on_commit
+from service.config import Settings
+from service.jobs import ClaimedJob, JobHandler, JobWorker, backoff_delay, notify_on_commit
 from service.store import tenants
 from service.store.db import create_engine, session_factory, transaction
 from service.store.erasure import erase_user
 from service.store.jobs import JobRepository
-from service.store.models import Job, utcnow
+from service.store.models import Job, User, utcnow
 from service.store.users import get_or_create_user
 from tests.conftest import Database, bearer
 from tests.jobs.handlers import MarkerHandler, count_markers
+from tests.jobs.processes import start_worker_process, wait_ready
 
 
 @dataclass
@@ -64,6 +64,9 @@ class Env:
             "jobs_backoff_base_s": 0.01,
             "jobs_backoff_max_s": 0.02,
         }
+        lease = overrides.get("jobs_lease_s")
+        if isinstance(lease, float | int) and "jobs_heartbeat_s" not in overrides:
+            values["jobs_heartbeat_s"] = lease / 3  # three renewals per lease
         return self.db.settings(self.tmp, **(values | overrides))
 
     def worker(
@@ -250,6 +253,104 @@ async def test_worker_that_lost_its_lease_discards_its_late_result(env: Env) -> 
     assert job.result is not None
     assert await env.markers("once only") == 1
     assert slow.prepared == [(job_id, 1)] and b_handler.prepared == [(job_id, 2)]
+
+
+async def test_a_renewal_that_finds_the_job_taken_stops_the_worker(env: Env) -> None:
+    """A's heartbeats stalled long enough for B to take the job over and finish it; A's next
+    renewal sees the job is no longer its own, cancels its prepare (which would otherwise
+    never end here) and writes nothing: no second marker, no outcome over B's."""
+    gate = asyncio.Event()  # never set: A's prepare only ends by being cancelled
+    stalled = MarkerHandler(gate=gate)
+    a = env.worker({"mark": stalled}, worker_id="A", jobs_lease_s=30.0, jobs_heartbeat_s=0.1)
+    b_handler = MarkerHandler()
+    b = env.worker({"mark": b_handler}, worker_id="B", jobs_lease_s=1.0)
+    job_id = await env.enqueue("taken over")
+    run_a = asyncio.create_task(a.run_once())
+    await asyncio.wait_for(stalled.started.wait(), 10)
+    async with transaction(env.sessions()) as s:  # as if A's renewals had stopped 10 s ago
+        old = utcnow() - timedelta(seconds=10)
+        await s.execute(update(Job).where(Job.id == job_id).values(locked_at=old))
+    assert await b.run_once()  # B's sweep takes it over, B claims and applies attempt 2
+    assert await asyncio.wait_for(run_a, 5)  # A stops at its next renewal
+    job = await env.job(job_id)
+    assert (job.status, job.attempts, job.locked_by, job.error) == ("succeeded", 2, None, None)
+    assert job.result is not None and job.result["text"] == "taken over"
+    assert await env.markers("taken over") == 1
+    assert stalled.prepared == [(job_id, 1)] and b_handler.prepared == [(job_id, 2)]
+
+
+async def test_a_worker_whose_lease_was_stolen_does_not_apply_its_result(env: Env) -> None:
+    """The lease is stolen between A's prepare and A's apply: the apply's transaction first
+    checks that A still owns the job (worker id and attempt) and, finding it does not, never
+    calls the handler's apply."""
+    applied: list[str] = []
+
+    class Spy(MarkerHandler):
+        async def apply(
+            self, session: AsyncSession, job: ClaimedJob, prepared: object
+        ) -> dict[str, Any]:
+            applied.append(f"{job.id}:{job.attempt}")
+            return await super().apply(session, job, prepared)
+
+    gate = asyncio.Event()
+    a_handler = Spy(gate=gate)
+    a = env.worker({"mark": a_handler}, worker_id="A", jobs_lease_s=600.0)  # renews every 200 s
+    job_id = await env.enqueue("stolen")
+    run_a = asyncio.create_task(a.run_once())
+    await asyncio.wait_for(a_handler.started.wait(), 10)
+    async with transaction(env.sessions()) as s:
+        # Another worker's sweep and claim: attempt 2 is C's now, still running.
+        old = utcnow() - timedelta(seconds=1200)
+        await s.execute(update(Job).where(Job.id == job_id).values(locked_at=old))
+        assert [t.id for t in await JobRepository(s).requeue_stale(timedelta(seconds=600))] == [
+            job_id
+        ]
+        claimed = await JobRepository(s).claim("C")
+        assert claimed is not None and claimed.attempts == 2
+    gate.set()
+    assert await run_a
+    assert applied == []
+    job = await env.job(job_id)
+    assert (job.status, job.attempts, job.locked_by, job.result) == ("running", 2, "C", None)
+    assert await env.markers("stolen") == 0
+
+
+async def test_job_errors_are_summaries_without_sql_or_parameters(
+    env: Env, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A database error in apply (a duplicate primary key: its message carries the INSERT and
+    its parameters, the tenant id among them) is stored as its class only; the full error is
+    in the log. Other errors keep their class and the first line of their message."""
+
+    class Duplicate(MarkerHandler):
+        async def apply(
+            self, session: AsyncSession, job: ClaimedJob, prepared: object
+        ) -> dict[str, Any]:
+            session.add(User(id=job.user_id, tenant_id=job.tenant_id, external_id="again"))
+            await session.flush()
+            return {}
+
+    class Chatty(MarkerHandler):
+        async def prepare(self, job: ClaimedJob) -> object:
+            raise RuntimeError("first line\nsecond line with internals " + "x" * 500)
+
+    worker = env.worker({"dup": Duplicate(), "chatty": Chatty()})
+    dup = await env.enqueue("d", kind="dup", max_attempts=1)
+    chatty = await env.enqueue("c", kind="chatty", max_attempts=1)
+    with caplog.at_level(logging.WARNING, logger="tailor.jobs"):
+        assert await worker.run_once() and await worker.run_once()
+    dup_job, chatty_job = await env.job(dup), await env.job(chatty)
+    assert (dup_job.status, dup_job.error) == ("failed", "database error: IntegrityError")
+    assert (chatty_job.status, chatty_job.error) == ("failed", "RuntimeError: first line")
+    assert "INSERT INTO users" in caplog.text and env.tenant_id in caplog.text
+    assert await env.markers("d") == 0
+
+
+def test_heartbeat_must_be_shorter_than_the_lease() -> None:
+    assert Settings(jobs_lease_s=3, jobs_heartbeat_s=1).jobs_heartbeat_s == 1
+    for heartbeat in (3, 4):
+        with pytest.raises(ValidationError, match="must be shorter than TAILOR_JOBS_LEASE_S"):
+            Settings(jobs_lease_s=3, jobs_heartbeat_s=heartbeat)
 
 
 async def test_erasing_the_user_mid_job_leaves_nothing_behind(env: Env) -> None:
@@ -442,73 +543,37 @@ async def test_outcome_metrics_count_each_attempt(env: Env) -> None:
     assert [a - b for a, b in zip(after, before, strict=True)] == [1, 1, 1, 2]
 
 
-async def test_stale_job_metrics_and_final_failure(env: Env) -> None:
+async def test_stale_job_metrics_and_final_failure(
+    env: Env, caplog: pytest.LogCaptureFixture
+) -> None:
     job_id = await env.enqueue("stuck", max_attempts=1)
     async with transaction(env.sessions()) as s:
-        await JobRepository(s).claim("gone")
+        await JobRepository(s).claim("host-7:4242:abc")
         old = utcnow() - timedelta(seconds=10)
         await s.execute(update(Job).where(Job.id == job_id).values(locked_at=old))
     worker = env.worker({"mark": MarkerHandler()}, jobs_lease_s=1.0)
-    assert not await worker.run_once()
+    with caplog.at_level(logging.WARNING, logger="tailor.jobs"):
+        assert not await worker.run_once()
     job = await env.job(job_id)
     assert job.status == "failed"
-    assert "gone" in (job.error or "") and "no attempts left" in (job.error or "")
+    assert job.error == (
+        "the worker running attempt 1 stopped renewing its lease (dead or hung); no attempts left"
+    )
+    # The tenant sees no host or process; the log names the worker.
+    assert "host-7:4242:abc" in caplog.text
 
 
 # --- a real process, killed mid-job and started again ----------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _start_server(
     env: Env, marks: Path, *, hang: bool, log: Path
 ) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
-    child_env = {k: v for k, v in os.environ.items() if not k.startswith("TAILOR_")}
-    child_env |= {
-        "PYTHONPATH": str(REPO_ROOT),
-        "TAILOR_DATA_DIR": str(env.tmp / "data"),
-        "TAILOR_DATABASE_URL": env.db.url,
-        "TAILOR_LOAD_MODELS": "false",
-        "TAILOR_JOBS_CONCURRENCY": "1",  # one job hangs, the other stays queued
-        "TAILOR_JOBS_POLL_INTERVAL_S": "0.1",
-        "TAILOR_JOBS_LEASE_S": "2",
-        "JOBS_TEST_DIR": str(marks),
-        "JOBS_TEST_HANG": "1" if hang else "0",
-    }
-    if env.db.schema:
-        child_env["TAILOR_DATABASE_SCHEMA"] = env.db.schema
-    with log.open("ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.jobs.server", str(port)],
-            cwd=REPO_ROOT,
-            env=child_env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    return proc, f"http://127.0.0.1:{port}"
-
-
-def _tail(log: Path) -> str:
-    return log.read_text(errors="replace")[-3000:]
-
-
-async def _wait_ready(proc: subprocess.Popen[bytes], base: str, log: Path) -> None:
-    deadline = time.monotonic() + 60
-    async with httpx.AsyncClient() as client:
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise AssertionError(f"server exited: {_tail(log)}")
-            with suppress(httpx.HTTPError):
-                if (await client.get(f"{base}/readyz", timeout=1)).status_code == 200:
-                    return
-            await asyncio.sleep(0.2)
-    proc.kill()
-    raise AssertionError("server did not become ready")
+    # One job hangs, the other stays queued (concurrency 1); the lease runs out 2 s after a
+    # kill, renewed every 0.5 s while the process lives.
+    return start_worker_process(
+        env.db, env.tmp / "data", marks, hang=hang, log=log, lease_s=2.0, heartbeat_s=0.5
+    )
 
 
 @pytest.mark.slow
@@ -525,7 +590,7 @@ async def test_killed_service_processes_its_jobs_exactly_once_after_restart(env:
 
     proc, base = _start_server(env, marks, hang=True, log=log)
     try:
-        await _wait_ready(proc, base, log)
+        await wait_ready(proc, base, log)
 
         async def hung() -> bool:
             return (marks / f"started-{first}-1").exists()
@@ -541,7 +606,7 @@ async def test_killed_service_processes_its_jobs_exactly_once_after_restart(env:
 
     proc, base = _start_server(env, marks, hang=False, log=log)
     try:
-        await _wait_ready(proc, base, log)
+        await wait_ready(proc, base, log)
         async with httpx.AsyncClient(base_url=base, headers=bearer(key)) as client:
 
             async def both_done() -> bool:
