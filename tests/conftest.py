@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from fastapi import FastAPI
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -125,6 +126,7 @@ class Api:
     client: httpx.AsyncClient
     db: Database
     settings: Settings
+    app: FastAPI | None = None
 
     async def new_tenant(self, name: str = "tenant") -> str:
         engine = create_engine(self.db.url, schema=self.db.schema)
@@ -148,7 +150,7 @@ async def api(clean_db: Database, tmp_path: Path) -> AsyncIterator[Api]:
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
         async with httpx.AsyncClient(transport=transport, base_url="http://tailor.test") as client:
-            yield Api(client, clean_db, settings)
+            yield Api(client, clean_db, settings, app)
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Path, Query, Response
+from fastapi import APIRouter, Path, Query, Request, Response
 
 from service.api.deps import (
     IDEMPOTENT,
@@ -15,6 +15,7 @@ from service.api.deps import (
     UserIdPath,
 )
 from service.api.errors import not_found
+from service.api.idempotent import remember
 from service.api.responses import PROBLEMS
 from service.pipeline.embedding import embed_text
 from service.schemas.attributes import (
@@ -65,6 +66,7 @@ async def create_attribute(
     caller: CallerDep,
     user_id: UserIdPath,
     body: AttributeCreate,
+    request: Request,
 ) -> AttributeOut:
     embedding = await embed_text(state.models, body.text)
     user = await get_or_create_user(session, caller.tenant_id, user_id)
@@ -80,7 +82,9 @@ async def create_attribute(
         ),
         actor=caller.actor,
     )
-    return attribute_out(row, user.external_id)
+    out = attribute_out(row, user.external_id)
+    await remember(session, request, 201, out)
+    return out
 
 
 @router.get("/{attribute_id}", response_model=AttributeOut, responses=PROBLEMS)

@@ -6,11 +6,13 @@ import asyncio
 import base64
 from typing import Annotated, Any
 
-from fastapi import APIRouter, BackgroundTasks, File, Path, UploadFile
+from fastapi import APIRouter, BackgroundTasks, File, Path, Request, UploadFile
 from fastapi.responses import Response
+from starlette.convertors import StringConvertor, register_url_convertor
 
 from service.api.deps import IDEMPOTENT, CallerDep, SessionDep, StateDep
 from service.api.errors import ProblemError, not_found
+from service.api.idempotent import remember
 from service.api.responses import PROBLEMS
 from service.evaluation import report, uploads
 from service.evaluation.worker import dataset_dir
@@ -23,6 +25,17 @@ from service.store.models import EvalRun
 router = APIRouter(prefix="/v1/eval", tags=["evaluation"])
 RunId = Annotated[str, Path(pattern=ID_PATTERN, description="The id POST /v1/eval answered.")]
 UPLOAD_PATH = "/v1/eval/uploads"
+
+
+class _RunIdSegment(StringConvertor):
+    """A path segment other than `uploads`, so that GET /v1/eval/uploads is the upload
+    route's 405 (Allow: POST) rather than a malformed run id's 422. Any other malformed id
+    still reaches its route and gets the 422 naming path.run_id."""
+
+    regex = "(?!uploads(?:/|$))[^/]+"
+
+
+register_url_convertor("eval_run_id", _RunIdSegment())
 
 
 def _unavailable(detail: str) -> ProblemError:
@@ -78,6 +91,7 @@ async def start_run(
     caller: CallerDep,
     response: Response,
     background: BackgroundTasks,
+    request: Request,
 ) -> EvalAccepted:
     """Start a run of `judge` over a dataset (by name) or an uploaded archive; poll
     GET /v1/eval/{run_id}."""
@@ -91,7 +105,9 @@ async def start_run(
     # always finds the row.
     background.add_task(worker.submit, caller.tenant_id, run.id)
     response.headers["Location"] = f"/v1/eval/{run.id}"
-    return EvalAccepted(run_id=run.id, status="queued")
+    accepted = EvalAccepted(run_id=run.id, status="queued")
+    await remember(session, request, 202, accepted)
+    return accepted
 
 
 @router.post(
@@ -143,7 +159,7 @@ def _out(run: EvalRun) -> EvalRunOut:
     )
 
 
-@router.get("/{run_id}", response_model=EvalRunOut, responses=PROBLEMS)
+@router.get("/{run_id:eval_run_id}", response_model=EvalRunOut, responses=PROBLEMS)
 async def get_run(session: SessionDep, caller: CallerDep, run_id: RunId) -> EvalRunOut:
     """Status (queued, running, succeeded, failed), progress and results."""
     return _out(await _run(session, caller, run_id))
@@ -160,7 +176,7 @@ def _finished(run: EvalRun) -> dict[str, Any]:
 
 
 @router.get(
-    "/{run_id}/chart.png",
+    "/{run_id:eval_run_id}/chart.png",
     responses=PROBLEMS | {200: {"content": {"image/png": {}}, "description": "The chart."}},
     response_class=Response,
 )
@@ -172,7 +188,7 @@ async def get_chart(session: SessionDep, caller: CallerDep, run_id: RunId) -> Re
 
 
 @router.get(
-    "/{run_id}/report",
+    "/{run_id:eval_run_id}/report",
     responses=PROBLEMS | {200: {"content": {"text/markdown": {}}, "description": "Report."}},
     response_class=Response,
 )

@@ -4,21 +4,31 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 import time
 from datetime import timedelta
 
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api.errors import PROBLEM_JSON, problem_bytes
-from service.metrics import HTTP_IN_FLIGHT, HTTP_LATENCY, IDEMPOTENT_REPLAYS
+from service.api.idempotent import RECORDED, SCOPE_KEY, key_reused, replayed
+from service.metrics import HTTP_IN_FLIGHT, HTTP_LATENCY
 from service.state import AppState
 from service.store import idempotency, tenants
 from service.store.db import transaction
+from service.store.idempotency import KeyTaken, KeyUse
 
 
-async def _send_problem(send: Send, status: int, detail: str, slug: str | None = None) -> None:
+async def _send_problem(
+    send: Send,
+    status: int,
+    detail: str,
+    slug: str | None = None,
+    headers: list[tuple[bytes, bytes]] | None = None,
+) -> None:
     body = problem_bytes(status, detail, slug=slug)
     await send(
         {
@@ -27,6 +37,7 @@ async def _send_problem(send: Send, status: int, detail: str, slug: str | None =
             "headers": [
                 (b"content-type", PROBLEM_JSON.encode()),
                 (b"content-length", str(len(body)).encode()),
+                *(headers or []),
             ],
         }
     )
@@ -132,6 +143,7 @@ class BodyLimitMiddleware:
         await self.app(scope, _replay(body, receive), send)
 
 
+log = logging.getLogger("tailor.api")
 IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 USER_PATH = re.compile(r"^/v1/users/([^/]+)")
 
@@ -149,10 +161,29 @@ def _user_ref(path: str, body: bytes) -> str | None:
     return None
 
 
+def _key_use(
+    scope: Scope, state: AppState, tenant_id: str | None, key: str, body: bytes
+) -> KeyUse | None:
+    if tenant_id is None:
+        return None
+    path = scope["path"] + ("?" + scope["query_string"].decode() if scope["query_string"] else "")
+    return KeyUse(
+        tenant_id=tenant_id,
+        key=key,
+        method="POST",
+        path=path,
+        request_hash=hashlib.sha256(b"POST " + path.encode() + b"\n" + body).hexdigest(),
+        user_ref=_user_ref(scope["path"], body),
+        ttl=timedelta(seconds=state.settings.idempotency_ttl_seconds),
+    )
+
+
 class IdempotencyMiddleware:
     """A POST with ``Idempotency-Key`` is answered once; a repeat with the same key and the
-    same request gets the stored first answer and writes nothing. Only 2xx answers are kept,
-    so a failed request may be retried with the same key."""
+    same request gets the stored first answer and writes nothing. Only 2xx JSON answers are
+    kept, so a failed request may be retried with the same key. A route that writes stores its
+    answer in its write's transaction (``idempotent.remember``); the answers of the others are
+    stored here, after the response."""
 
     def __init__(self, app: ASGIApp, state_holder: object) -> None:
         self.app = app
@@ -178,59 +209,33 @@ class IdempotencyMiddleware:
             return
         state: AppState = self.state_holder.state.tailor  # type: ignore[attr-defined]
         body: bytes = scope.get("state", {}).get("raw_body", b"")
-        async with transaction(state.sessions) as session:
-            tenant_id = await tenants.authenticate(session, auth[7:].strip())
-        if tenant_id is None:  # let the route answer 401
-            await self.app(scope, receive, send)
-            return
-        path = scope["path"] + (
-            "?" + scope["query_string"].decode() if scope["query_string"] else ""
-        )
-        digest = hashlib.sha256(b"POST " + path.encode() + b"\n" + body).hexdigest()
-        async with transaction(state.sessions) as session:
-            claim = await idempotency.claim(
-                session,
-                tenant_id=tenant_id,
-                key=key,
-                method="POST",
-                path=path,
-                request_hash=digest,
-                user_ref=_user_ref(scope["path"], body),
-                ttl=timedelta(seconds=state.settings.idempotency_ttl_seconds),
-            )
-        if claim.state == "mismatch":
+        try:
+            async with transaction(state.sessions) as session:
+                tenant_id = await tenants.authenticate(session, auth[7:].strip())
+                use = _key_use(scope, state, tenant_id, key, body)
+                stored = await idempotency.lookup(session, use) if use is not None else None
+        except (SQLAlchemyError, OSError) as exc:
+            log.warning("Idempotency-Key lookup failed: %s", type(exc).__name__)
             await _send_problem(
                 send,
-                422,
-                "Idempotency-Key was already used with a different request.",
-                "idempotency-key-reused",
+                503,
+                "The database is not available right now; retry the request.",
+                "database-unavailable",
+                [(b"retry-after", b"1")],
             )
             return
-        if claim.state == "in_progress":
-            await _send_problem(
-                send, 409, "A request with this Idempotency-Key is in progress.", "conflict"
-            )
+        if use is None:  # let the route answer 401
+            await self.app(scope, receive, send)
             return
-        if claim.state == "replay":
-            IDEMPOTENT_REPLAYS.inc()
-            stored = claim.body or b""
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": claim.status_code or 200,
-                    "headers": [
-                        (b"content-type", (claim.content_type or "application/json").encode()),
-                        (b"content-length", str(len(stored)).encode()),
-                        (b"idempotent-replayed", b"true"),
-                    ],
-                }
-            )
-            await send({"type": "http.response.body", "body": stored})
+        if stored is not None:
+            answer = replayed(stored) if stored.same_request else key_reused()
+            await answer(scope, receive, send)
             return
-        await self._run_and_store(scope, receive, send, state, tenant_id, key)
+        scope.setdefault("state", {})[SCOPE_KEY] = use
+        await self._run_and_store(scope, receive, send, state, use)
 
     async def _run_and_store(
-        self, scope: Scope, receive: Receive, send: Send, state: AppState, tenant_id: str, key: str
+        self, scope: Scope, receive: Receive, send: Send, state: AppState, use: KeyUse
     ) -> None:
         status = 0
         content_type: str | None = None
@@ -241,24 +246,29 @@ class IdempotencyMiddleware:
             nonlocal status, content_type, storable
             if message["type"] == "http.response.start":
                 status = message["status"]
-                content_type = Headers(raw=message.get("headers", [])).get("content-type")
-                storable = bool(content_type and "json" in content_type)
+                headers = Headers(raw=message.get("headers", []))
+                content_type = headers.get("content-type")
+                storable = bool(content_type and "json" in content_type) and (
+                    "idempotent-replayed" not in headers
+                )
             elif message["type"] == "http.response.body" and storable:
                 chunks.append(message.get("body", b""))
             await send(message)
 
+        await self.app(scope, receive, send_wrapper)
+        if not (200 <= status < 300 and storable) or scope["state"].get(RECORDED):
+            return
+        # A route that wrote nothing: its answer is kept so that a retry gets the same one.
         try:
-            await self.app(scope, receive, send_wrapper)
-        finally:
             async with transaction(state.sessions) as session:
-                if 200 <= status < 300 and storable:
-                    await idempotency.complete(
-                        session,
-                        tenant_id=tenant_id,
-                        key=key,
-                        status_code=status,
-                        body=b"".join(chunks),
-                        content_type=content_type,
-                    )
-                else:
-                    await idempotency.release(session, tenant_id=tenant_id, key=key)
+                await idempotency.record(
+                    session,
+                    use,
+                    status_code=status,
+                    body=b"".join(chunks),
+                    content_type=content_type,
+                )
+        except KeyTaken:
+            pass  # a duplicate's answer was stored first; both wrote nothing
+        except (SQLAlchemyError, OSError) as exc:  # the answer is sent; a retry recomputes it
+            log.warning("Idempotency-Key answer not stored: %s", type(exc).__name__)

@@ -1,5 +1,10 @@
-"""Stored first answers for ``Idempotency-Key``. A row is claimed (status_code NULL) before the
-handler runs, so a concurrent duplicate sees it and gets 409 instead of doing the work twice."""
+"""Stored first answers for ``Idempotency-Key``.
+
+A key's row is written together with the answer, in the transaction that does the request's
+write (``record``), so both are durable or neither is: a retry after any crash either replays
+the stored answer or performs the one write. The unique (tenant, key) index settles a race
+between duplicates: the later transaction fails to insert (``KeyTaken``), rolls back its write
+and replays the first one's answer."""
 
 from __future__ import annotations
 
@@ -12,88 +17,73 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.store.models import IdempotencyKey, utcnow
 
-# A claim whose handler never finished (process killed) is taken over after this long.
-STALE_CLAIM = timedelta(seconds=60)
+
+@dataclass(frozen=True)
+class KeyUse:
+    """One request made with an ``Idempotency-Key``."""
+
+    tenant_id: str
+    key: str
+    method: str
+    path: str
+    request_hash: str
+    user_ref: str | None
+    ttl: timedelta
 
 
 @dataclass(frozen=True)
-class Claim:
-    """Outcome of trying to claim a key."""
+class Stored:
+    """The answer stored for a key, and whether it was stored for this same request."""
 
-    state: str  # "claimed" | "replay" | "mismatch" | "in_progress"
-    status_code: int | None = None
-    body: bytes | None = None
-    content_type: str | None = None
+    same_request: bool
+    status_code: int
+    body: bytes
+    content_type: str | None
 
 
-async def claim(
-    session: AsyncSession,
-    *,
-    tenant_id: str,
-    key: str,
-    method: str,
-    path: str,
-    request_hash: str,
-    user_ref: str | None,
-    ttl: timedelta,
-) -> Claim:
-    now = utcnow()
+class KeyTaken(Exception):
+    """Another request with this key committed its answer first."""
+
+
+async def lookup(session: AsyncSession, use: KeyUse) -> Stored | None:
+    """The unexpired answer stored for ``use``'s key, if any."""
     stmt = select(IdempotencyKey).where(
-        IdempotencyKey.tenant_id == tenant_id, IdempotencyKey.key == key
+        IdempotencyKey.tenant_id == use.tenant_id, IdempotencyKey.key == use.key
     )
     row = (await session.scalars(stmt)).one_or_none()
-    if row is not None:
-        age = now - row.created_at  # UTCDateTime: always aware, on every backend
-        expired = age > ttl
-        stale = row.status_code is None and age > STALE_CLAIM
-        if not (expired or stale):
-            if row.request_hash != request_hash or row.method != method or row.path != path:
-                return Claim("mismatch")
-            if row.status_code is None:
-                return Claim("in_progress")
-            return Claim("replay", row.status_code, row.response_body, row.content_type)
-        await session.delete(row)
-        await session.flush()
+    # status_code NULL: a claim row written by an earlier version, never completed.
+    if row is None or row.status_code is None or utcnow() - row.created_at > use.ttl:
+        return None
+    same = (row.method, row.path, row.request_hash) == (use.method, use.path, use.request_hash)
+    return Stored(same, row.status_code, row.response_body or b"", row.content_type)
+
+
+async def record(
+    session: AsyncSession, use: KeyUse, *, status_code: int, body: bytes, content_type: str | None
+) -> None:
+    """Store the answer in the caller's transaction; ``KeyTaken`` if another request with the
+    key got there first (the caller's transaction must then roll back)."""
+    await session.execute(
+        delete(IdempotencyKey).where(
+            IdempotencyKey.tenant_id == use.tenant_id,
+            IdempotencyKey.key == use.key,
+            (IdempotencyKey.created_at < utcnow() - use.ttl) | IdempotencyKey.status_code.is_(None),
+        )
+    )
     try:
         async with session.begin_nested():
             session.add(
                 IdempotencyKey(
-                    tenant_id=tenant_id,
-                    key=key,
-                    method=method,
-                    path=path,
-                    request_hash=request_hash,
-                    user_ref=user_ref,
+                    tenant_id=use.tenant_id,
+                    key=use.key,
+                    method=use.method,
+                    path=use.path,
+                    request_hash=use.request_hash,
+                    user_ref=use.user_ref,
+                    status_code=status_code,
+                    response_body=body,
+                    content_type=content_type,
                 )
             )
     except IntegrityError:
-        return Claim("in_progress")
-    return Claim("claimed")
-
-
-async def complete(
-    session: AsyncSession,
-    *,
-    tenant_id: str,
-    key: str,
-    status_code: int,
-    body: bytes,
-    content_type: str | None,
-) -> None:
-    stmt = select(IdempotencyKey).where(
-        IdempotencyKey.tenant_id == tenant_id, IdempotencyKey.key == key
-    )
-    row = (await session.scalars(stmt)).one_or_none()
-    if row is not None:
-        row.status_code = status_code
-        row.response_body = body
-        row.content_type = content_type
-
-
-async def release(session: AsyncSession, *, tenant_id: str, key: str) -> None:
-    """Forget a claim whose request failed, so the client may retry with the same key."""
-    await session.execute(
-        delete(IdempotencyKey).where(
-            IdempotencyKey.tenant_id == tenant_id, IdempotencyKey.key == key
-        )
-    )
+        raise KeyTaken(use.key) from None

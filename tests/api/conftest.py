@@ -50,7 +50,7 @@ async def serving(
         async with httpx.AsyncClient(
             transport=transport, base_url="http://tailor.test", timeout=30
         ) as client:
-            yield Api(client, database, settings)
+            yield Api(client, database, settings, app)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+from typing import Any
+
+import pytest
+from sqlalchemy.exc import OperationalError
 
 from tests.conftest import Api, bearer
 
@@ -54,6 +59,7 @@ async def test_failed_request_does_not_burn_the_key(api: Api) -> None:
 
 
 async def test_concurrent_duplicates_create_one(api: Api) -> None:
+    """Duplicates racing on the same key: one write; every one of them answers with it."""
     h = bearer(await api.new_tenant()) | {"Idempotency-Key": "race"}
     results = await asyncio.gather(
         *[
@@ -61,9 +67,61 @@ async def test_concurrent_duplicates_create_one(api: Api) -> None:
             for _ in range(5)
         ]
     )
-    codes = sorted(r.status_code for r in results)
-    assert set(codes) <= {201, 409}
-    assert 201 in codes
+    assert [r.status_code for r in results] == [201] * 5
+    assert len({r.json()["id"] for r in results}) == 1
+    assert sum("idempotent-replayed" not in r.headers for r in results) == 1
+    items = (await api.client.get("/v1/users/u/attributes", headers=h)).json()["items"]
+    assert len(items) == 1
+
+
+async def test_write_failing_after_the_lookup_leaves_the_key_free(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The failure the old claim row turned into 409s: the write fails (a lock timeout) after
+    the key was looked up. Nothing was stored, so the retry performs the one write."""
+    from service.store.attributes import AttributeRepository
+
+    real_create = AttributeRepository.create
+    failures = [OperationalError("INSERT", {}, Exception("database is locked"))]
+
+    async def create_or_fail(self: AttributeRepository, *args: Any, **kwargs: Any) -> Any:
+        if failures:
+            raise failures.pop()
+        return await real_create(self, *args, **kwargs)
+
+    monkeypatch.setattr(AttributeRepository, "create", create_or_fail)
+    h = bearer(await api.new_tenant()) | {"Idempotency-Key": "locked"}
+    failed = await api.client.post("/v1/users/u/attributes", json={"text": "a"}, headers=h)
+    assert failed.status_code >= 500
+    retried = await api.client.post("/v1/users/u/attributes", json={"text": "a"}, headers=h)
+    assert retried.status_code == 201
+    assert "idempotent-replayed" not in retried.headers
+    again = await api.client.post("/v1/users/u/attributes", json={"text": "a"}, headers=h)
+    assert again.headers["idempotent-replayed"] == "true"
+    assert again.json() == retried.json()
+    items = (await api.client.get("/v1/users/u/attributes", headers=h)).json()["items"]
+    assert [i["id"] for i in items] == [retried.json()["id"]]
+
+
+async def test_sqlite_lock_contention_then_retry_writes_once(api: Api) -> None:
+    """Another process holds SQLite's write lock past the busy timeout: the request fails with
+    a 503 naming the database, writes nothing, and the retry with the same key writes once."""
+    if api.db.backend != "sqlite":
+        pytest.skip("SQLite's write lock")
+    h = bearer(await api.new_tenant()) | {"Idempotency-Key": "contended"}
+    path = api.db.url.split("///", 1)[1]
+    holder = sqlite3.connect(path, timeout=10, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        failed = await api.client.post("/v1/users/u/attributes", json={"text": "a"}, headers=h)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert failed.status_code == 503
+    assert failed.headers["content-type"] == "application/problem+json"
+    retried = await api.client.post("/v1/users/u/attributes", json={"text": "a"}, headers=h)
+    assert retried.status_code == 201
+    assert "idempotent-replayed" not in retried.headers
     items = (await api.client.get("/v1/users/u/attributes", headers=h)).json()["items"]
     assert len(items) == 1
 
