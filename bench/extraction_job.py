@@ -28,10 +28,10 @@ import numpy as np
 from service.config import REPO_ROOT, Settings, available_cpus
 from service.evaluation.extraction import load_rows
 from service.inference import ModelRegistry
-from service.pipeline.extract import judge
+from service.pipeline.budget import request_budget
+from service.pipeline.extract import Judged, judge
 from service.pipeline.extractors import choose
 from service.pipeline.turn_extraction import turn_window
-from service.pipeline.verify import max_pairs
 
 
 async def main() -> tuple[dict, str | None]:
@@ -52,14 +52,19 @@ async def main() -> tuple[dict, str | None]:
         if m["role"] == "user"
     ][: args.turns]
     name = cast(Literal["learned", "rules"], args.extractor)
-    extractor = choose(name, settings, None, registry)
-    limit = max_pairs(settings.batch_queue_size)
+
+    async def one_job(window: list[dict[str, str]]) -> list[Judged]:
+        # As the job does: a fresh budget, and the extractor that charges it.
+        budget = request_budget(settings.batch_queue_size, settings.job_max_model_tokens)
+        extractor = choose(name, settings, None, registry, budget)
+        return await judge(window, extractor, registry, budget=budget)
+
     try:
-        await judge(turns[0], extractor, registry, pair_limit=limit)  # warm-up
+        await one_job(turns[0])  # warm-up
         times, candidates = [], []
         for window in turns:
             t0 = time.perf_counter()
-            judged = await judge(window, extractor, registry, pair_limit=limit)
+            judged = await one_job(window)
             times.append((time.perf_counter() - t0) * 1000)
             candidates.append(len(judged))
     finally:

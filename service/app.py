@@ -14,10 +14,12 @@ from fastapi.responses import JSONResponse
 from service import __version__
 from service.api import (
     attributes,
+    db_errors,
     errors,
     extract,
     generate,
     health,
+    idempotent,
     jobs,
     pipeline_errors,
     turns,
@@ -124,6 +126,8 @@ def create_app(
     )
     errors.install(app)
     pipeline_errors.install(app)
+    db_errors.install(app)
+    idempotent.install(app)
 
     async def on_overloaded(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, Overloaded)

@@ -14,6 +14,10 @@ HTTP_IN_FLIGHT = Gauge("tailor_http_requests_in_flight", "HTTP requests being se
 IDEMPOTENT_REPLAYS = Counter(
     "tailor_idempotent_replays_total", "POSTs answered from a stored Idempotency-Key response."
 )
+TENANT_THROTTLED = Counter(
+    "tailor_tenant_throttled_total",
+    "Model or LLM requests refused with 429: the tenant had its limit in flight.",
+)
 USER_ERASURES = Counter("tailor_user_erasures_total", "Users erased through DELETE /v1/users.")
 
 # Inference (service/inference), labelled by model name.

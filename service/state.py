@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -30,3 +31,5 @@ class AppState:
     # Handlers by job kind, registered in the lifespan before the worker starts.
     job_handlers: dict[str, JobHandler] = field(default_factory=dict)
     jobs: JobWorker | None = None
+    # Model and LLM requests in flight per tenant (TAILOR_TENANT_MAX_CONCURRENCY).
+    tenant_inflight: Counter[str] = field(default_factory=Counter)

@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from service.api.errors import ProblemError, not_found
 from service.inference import ModelRegistry
 from service.llm.base import LLMClient
+from service.metrics import TENANT_THROTTLED
 from service.schemas.common import USER_ID_PATTERN
 from service.state import AppState
 from service.store import tenants, users
@@ -76,14 +77,33 @@ async def get_caller(
 async def get_caller_outside_transaction(
     state: StateDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> Caller:
-    """The caller, authenticated in a short transaction of its own.
+) -> AsyncIterator[Caller]:
+    """The caller, authenticated in a short transaction of its own, holding one of its
+    tenant's slots for requests that run models or an LLM until the response is sent.
 
     For routes that run models or an LLM: they must not hold the request's transaction open
     for seconds (on SQLite every transaction holds the write lock), so they open short ones
     themselves around their reads and their final writes."""
     async with transaction(state.sessions) as session:
-        return await _authenticate(session, credentials)
+        caller = await _authenticate(session, credentials)
+    inflight = state.tenant_inflight
+    limit = state.settings.tenant_max_concurrency
+    if inflight[caller.tenant_id] >= limit:
+        TENANT_THROTTLED.inc()
+        raise ProblemError(
+            429,
+            f"This tenant already has {limit} requests running models or an LLM; retry after "
+            "Retry-After seconds.",
+            slug="tenant-busy",
+            headers={"Retry-After": "1"},
+        )
+    inflight[caller.tenant_id] += 1
+    try:
+        yield caller
+    finally:
+        inflight[caller.tenant_id] -= 1
+        if inflight[caller.tenant_id] <= 0:
+            del inflight[caller.tenant_id]
 
 
 CallerDep = Annotated[Caller, Depends(get_caller)]
@@ -131,11 +151,14 @@ def document_idempotency_key(
         str | None,
         Header(
             alias="Idempotency-Key",
+            min_length=1,
             max_length=255,
+            pattern=r"^[\x21-\x7e]{1,255}$",
             description=(
-                "Optional. A repeated POST with the same key and body returns the first "
-                "(2xx) response and writes nothing new; a different body gives 422, a "
-                "concurrent duplicate 409."
+                "Optional; 1-255 visible ASCII characters (0x21-0x7E), else 422. A repeated "
+                "POST with the same key and body returns the first (2xx) response and writes "
+                "nothing new, the answer being stored with the write itself; a different body "
+                "gives 422; a concurrent duplicate waits for the first and gets its answer."
             ),
         ),
     ] = None,

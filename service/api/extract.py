@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from service.api.deps import IDEMPOTENT, AuthOnlyDep, ModelsDep, StateDep
+from service.api.idempotent import remember
 from service.api.responses import LLM_PROBLEMS, MODEL_PROBLEMS
 from service.pipeline import extract as extraction
+from service.pipeline.budget import request_budget
+from service.pipeline.extract import Outcome
 from service.pipeline.extractors import choose
-from service.pipeline.verify import max_pairs, verify_attributes
-from service.schemas.common import EvidenceSchema
+from service.pipeline.verify import verify_attributes
+from service.schemas.common import EvidenceOut
 from service.schemas.pipeline import (
     CandidateOut,
     ExtractRequest,
@@ -28,7 +31,7 @@ router = APIRouter(prefix="/v1", tags=["pipeline"])
     "/extract", response_model=ExtractResponse, responses=LLM_PROBLEMS, dependencies=IDEMPOTENT
 )
 async def extract(
-    state: StateDep, caller: AuthOnlyDep, models: ModelsDep, body: ExtractRequest
+    state: StateDep, caller: AuthOnlyDep, models: ModelsDep, body: ExtractRequest, request: Request
 ) -> ExtractResponse:
     """Candidate facts about the user, each with its verdict and what was done with it.
 
@@ -38,19 +41,24 @@ async def extract(
     evidence to the stored attribute, a contradiction supersedes it (both kept in the audit
     log). Nothing is written unless the whole request succeeds."""
     conversation = [m.model_dump() for m in body.conversation]
-    extractor = choose(body.extractor, state.settings, state.llm, models)
-    judged = await extraction.judge(
-        conversation, extractor, models, pair_limit=max_pairs(state.settings.batch_queue_size)
-    )
+    settings = state.settings
+    budget = request_budget(settings.batch_queue_size, settings.request_max_model_tokens)
+    extractor = choose(body.extractor, settings, state.llm, models, budget)
+    judged = await extraction.judge(conversation, extractor, models, budget=budget)
     store = body.store if body.store is not None else body.user_id is not None
-    if store and body.user_id is not None:
-        async with transaction(state.sessions) as session:
-            user = await get_or_create_user(session, caller.tenant_id, body.user_id)
-            outcomes = await extraction.store(
-                session, caller.tenant_id, user, judged, actor=caller.actor
-            )
-    else:
-        outcomes = extraction.not_stored(judged)
+    if not (store and body.user_id is not None):
+        return _answer(extraction.not_stored(judged), store, body.user_id)
+    async with transaction(state.sessions) as session:
+        user = await get_or_create_user(session, caller.tenant_id, body.user_id)
+        outcomes = await extraction.store(
+            session, caller.tenant_id, user, judged, actor=caller.actor
+        )
+        out = _answer(outcomes, store, body.user_id)
+        await remember(session, request, 200, out)
+    return out
+
+
+def _answer(outcomes: list[Outcome], stored: bool, user_id: str | None) -> ExtractResponse:
     return ExtractResponse(
         candidates=[
             CandidateOut(
@@ -58,7 +66,7 @@ async def extract(
                 category=o.judged.candidate.category,
                 verdict=o.judged.verdict,
                 score=o.judged.score,
-                evidence=EvidenceSchema(
+                evidence=EvidenceOut(
                     message_index=o.judged.candidate.message_index,
                     quote=o.judged.candidate.quote,
                 ),
@@ -70,8 +78,8 @@ async def extract(
             )
             for o in outcomes
         ],
-        stored=store,
-        user_id=body.user_id,
+        stored=stored,
+        user_id=user_id,
     )
 
 
@@ -88,7 +96,9 @@ async def verify(
         models,
         conversation,
         body.attributes,
-        pair_limit=max_pairs(state.settings.batch_queue_size),
+        budget=request_budget(
+            state.settings.batch_queue_size, state.settings.request_max_model_tokens
+        ),
     )
     return VerifyResponse(
         results=[

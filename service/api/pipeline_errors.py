@@ -8,20 +8,20 @@ from fastapi.responses import JSONResponse
 from service.api.errors import problem_response
 from service.inference import ModelNotLoaded
 from service.llm.base import LLMError, llm_problem
+from service.pipeline.budget import OverBudget
 from service.pipeline.extract import EmbedderMissing
 from service.pipeline.extractors import NoLLMForExtraction
-from service.pipeline.verify import TooManyPairs
 
 
-async def _too_many_pairs(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, TooManyPairs)
+async def _over_budget(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, OverBudget)
     field = f"body.{exc.field}"
     return problem_response(
         422,
         str(exc),
-        slug="too-many-pairs",
+        slug="over-budget",
         instance=request.url.path,
-        errors=[{"field": field, "message": str(exc), "type": "too_many_pairs"}],
+        errors=[{"field": field, "message": str(exc), "type": "over_budget"}],
     )
 
 
@@ -46,7 +46,7 @@ async def _llm_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 def install(app: FastAPI) -> None:
-    app.add_exception_handler(TooManyPairs, _too_many_pairs)
+    app.add_exception_handler(OverBudget, _over_budget)
     app.add_exception_handler(EmbedderMissing, _unavailable)
     app.add_exception_handler(ModelNotLoaded, _unavailable)
     app.add_exception_handler(NoLLMForExtraction, _no_llm)

@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from service import metrics
 from service.inference import ModelRegistry
 from service.inference.embedder import Embedder
+from service.pipeline.budget import Budget
 from service.pipeline.extraction.types import Candidate, Extractor, quote_is_grounded
 from service.pipeline.merge import Stored, decide
 from service.pipeline.verify import verify_candidates
@@ -56,7 +57,7 @@ async def judge(
     extractor: Extractor,
     models: ModelRegistry,
     *,
-    pair_limit: int,
+    budget: Budget,
 ) -> list[Judged]:
     candidates = await extractor.extract(conversation)
     judged: dict[int, Judged] = {}
@@ -67,7 +68,7 @@ async def judge(
         else:
             judged[i] = Judged(c, "ungrounded", None, _ungrounded_reason(conversation, c))
     verdicts = await verify_candidates(
-        models, conversation, [c for _, c in to_verify], pair_limit=pair_limit
+        models, conversation, [c for _, c in to_verify], budget=budget
     )
     supported = [(i, c) for (i, c), v in zip(to_verify, verdicts, strict=True) if v.supported]
     vectors = await _embed(models.embedder, [c.text for _, c in supported])

@@ -7,6 +7,7 @@ from typing import Literal
 from service.config import Settings
 from service.inference import ModelRegistry
 from service.llm.base import LLMClient
+from service.pipeline.budget import Budget
 from service.pipeline.extraction.learned import LearnedExtractor
 from service.pipeline.extraction.llm import LLMExtractor
 from service.pipeline.extraction.rules import RuleExtractor
@@ -24,13 +25,15 @@ def choose(
     settings: Settings,
     llm: LLMClient | None,
     models: ModelRegistry | None,
+    budget: Budget,
 ) -> Extractor:
     """``name`` from the request, else TAILOR_EXTRACTOR; "auto" means the LLM extractor only
     when an external LLM server is configured (the embedded model is too small to extract
     well), else the learned extractor when its model is loaded, else the rules.
 
-    Raises ModelNotLoaded for "learned" without models/extractor and NoLLMForExtraction for
-    "llm" without a language model.
+    The learned extractor's model work is charged to ``budget``. Raises ModelNotLoaded for
+    "learned" without models/extractor and NoLLMForExtraction for "llm" without a language
+    model.
     """
     chosen = name or settings.extractor
     if chosen == "auto":
@@ -45,8 +48,11 @@ def choose(
     if chosen == "learned":
         if models is None:
             models = ModelRegistry()
-        batcher = models.get(EXTRACTOR_MODEL)  # ModelNotLoaded when absent
-        return LearnedExtractor(batcher.submit, models.classifier(EXTRACTOR_MODEL).threshold)
+        models.get(EXTRACTOR_MODEL)  # ModelNotLoaded when absent
+        return LearnedExtractor(
+            budget.scorer(models, EXTRACTOR_MODEL, "conversation"),
+            models.classifier(EXTRACTOR_MODEL).threshold,
+        )
     if llm is None:
         raise NoLLMForExtraction("the llm extractor needs a language model; none is configured")
     return LLMExtractor(llm, deadline_s=settings.llm_deadline_s)

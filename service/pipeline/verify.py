@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from service.inference import ModelRegistry
+from service.pipeline.budget import Budget
 from service.pipeline.extraction.lexicon import VERB_ADVERBS
 from service.pipeline.extraction.types import Candidate
 from service.pipeline.windows import quote_window, user_windows
@@ -81,22 +82,6 @@ def first_person(text: str) -> str:
     return head
 
 
-class TooManyPairs(ValueError):
-    """A request would queue more verifier pairs than one request may (see max_pairs)."""
-
-    def __init__(self, pairs: int, limit: int, field: str) -> None:
-        super().__init__(
-            f"this request needs {pairs} verifier pairs (attributes x user messages); "
-            f"at most {limit} are scored per request: send fewer attributes or a shorter "
-            "conversation"
-        )
-        self.pairs = pairs
-        self.limit = limit
-        # The request field to shorten: "attributes" for /v1/verify, "conversation" when the
-        # candidates came from the conversation itself.
-        self.field = field
-
-
 @dataclass(frozen=True)
 class Verdict:
     text: str
@@ -106,27 +91,20 @@ class Verdict:
     message_index: int | None
 
 
-def max_pairs(queue_size: int) -> int:
-    """Half the model's queue: one request alone can never fill the queue and turn every other
-    caller's request into a 429."""
-    return max(1, queue_size // 2)
-
-
 async def verify_attributes(
     models: ModelRegistry,
     conversation: Sequence[Mapping[str, str]],
     attributes: Sequence[str],
     *,
-    pair_limit: int,
+    budget: Budget,
 ) -> list[Verdict]:
     windows = user_windows(conversation)
     classifier = models.classifier(VERIFIER)
     if not windows:
         return [Verdict(a, 0.0, False, None) for a in attributes]
     pairs = [(first_person(a), w.text) for a in attributes for w in windows]
-    if len(pairs) > pair_limit:
-        raise TooManyPairs(len(pairs), pair_limit, "attributes")
-    scores = await models.get(VERIFIER).submit(pairs) if pairs else np.zeros(0, np.float32)
+    scorer = budget.scorer(models, VERIFIER, "attributes")
+    scores = await scorer(pairs) if pairs else np.zeros(0, np.float32)
     verdicts = []
     for i, text in enumerate(attributes):
         row = scores[i * len(windows) : (i + 1) * len(windows)]
@@ -157,18 +135,16 @@ async def verify_candidates(
     conversation: Sequence[Mapping[str, str]],
     candidates: Sequence[Candidate],
     *,
-    pair_limit: int,
+    budget: Budget,
 ) -> list[Verdict]:
     """One verdict per candidate, scored against the window of the message it quotes.
 
     Candidates must be grounded already (their message is a user message)."""
     classifier = models.classifier(VERIFIER)
     pairs = candidate_pairs(conversation, candidates)
-    if len(pairs) > pair_limit:
-        raise TooManyPairs(len(pairs), pair_limit, "conversation")
     if not pairs:
         return []
-    scores = await models.get(VERIFIER).submit(pairs)
+    scores = await budget.scorer(models, VERIFIER, "conversation")(pairs)
     return [
         Verdict(c.text, float(s), float(s) >= classifier.threshold, c.message_index)
         for c, s in zip(candidates, scores, strict=True)

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from service.store import tenants
+from service.store.db import create_engine, session_factory, transaction
 from tests.conftest import Api, bearer
 from tests.llm.conftest import FakeLLMServer, Reply, chunk, completion
 
@@ -199,7 +201,52 @@ async def test_verify_refuses_more_pairs_than_a_request_may_queue(model_api: Api
         headers=bearer(key),
     )
     assert r.status_code == 422, r.text
+    assert r.json()["type"] == "urn:tailor:problem:over-budget"
     assert r.json()["errors"][0]["field"] == "body.attributes"
+
+
+LONG_MESSAGE = (
+    "We moved to a flat near the river last spring and I have been cycling to work every day "
+    "since then, which is about forty minutes each way, rain or shine, past the old market."
+)
+
+
+async def test_verify_over_the_token_budget_is_refused_before_any_model_work(
+    model_api: Api,
+) -> None:
+    """320 pairs of ~50 tokens: fewer pairs than the queue limit, more model work (tokens)
+    than one request may cost."""
+    key = await model_api.new_tenant()
+    conversation = [{"role": "user", "content": f"{LONG_MESSAGE} ({i})"} for i in range(20)]
+    attributes = [f"The user cycles to work, route {i}." for i in range(16)]
+    r = await model_api.client.post(
+        "/v1/verify",
+        json={"conversation": conversation, "attributes": attributes},
+        headers=bearer(key),
+    )
+    assert r.status_code == 422, r.text
+    problem = r.json()
+    assert problem["type"] == "urn:tailor:problem:over-budget"
+    assert problem["errors"][0]["field"] == "body.attributes"
+    assert str(model_api.settings.request_max_model_tokens) in problem["detail"]
+    within = await model_api.client.post(
+        "/v1/verify",
+        json={"conversation": conversation[:2], "attributes": attributes},
+        headers=bearer(key),
+    )
+    assert within.status_code == 200, within.text
+
+
+async def test_extract_over_the_token_budget_names_the_conversation(model_api: Api) -> None:
+    key = await model_api.new_tenant()
+    conversation = [{"role": "user", "content": LONG_MESSAGE} for _ in range(120)]
+    r = await model_api.client.post(
+        "/v1/extract",
+        json={"conversation": conversation, "extractor": "learned"},
+        headers=bearer(key),
+    )
+    assert r.status_code == 422, r.text
+    assert r.json()["errors"][0]["field"] == "body.conversation"
 
 
 def everyday_row() -> dict[str, Any]:
@@ -389,3 +436,95 @@ async def test_generate_validation(model_api: Api, body: dict[str, Any], field: 
     r = await model_api.client.post("/v1/generate", json=body, headers=bearer(key))
     assert r.status_code == 422, r.text
     assert field in [e["field"] for e in r.json()["errors"]], r.json()
+
+
+async def test_a_tenant_over_its_concurrency_limit_gets_429_others_do_not(
+    model_api: Api,
+) -> None:
+    """Slots held by a tenant's running model requests: one more gets 429 with Retry-After;
+    another tenant is served; the slot is given back when a request ends."""
+    busy = await model_api.new_tenant()
+    other = await model_api.new_tenant()
+    assert model_api.app is not None
+    state = model_api.app.state.tailor
+    engine = create_engine(model_api.db.url, schema=model_api.db.schema)
+    async with transaction(session_factory(engine)) as session:
+        tenant_id = await tenants.authenticate(session, busy)
+    await engine.dispose()
+    assert tenant_id is not None
+    body = {"prompt": "What should I cook tonight?", "attributes": ["The user is vegetarian."]}
+    state.tenant_inflight[tenant_id] = model_api.settings.tenant_max_concurrency
+    try:
+        refused = await model_api.client.post("/v1/select", json=body, headers=bearer(busy))
+        served = await model_api.client.post("/v1/select", json=body, headers=bearer(other))
+    finally:
+        state.tenant_inflight[tenant_id] = 0
+    assert refused.status_code == 429
+    assert refused.json()["type"] == "urn:tailor:problem:tenant-busy"
+    assert refused.headers["retry-after"] == "1"
+    assert served.status_code == 200, served.text
+    again = await model_api.client.post("/v1/select", json=body, headers=bearer(busy))
+    assert again.status_code == 200
+    assert state.tenant_inflight[tenant_id] == 0
+
+
+UNSTORABLE_CASES = [
+    ("/v1/extract", {"conversation": [{"role": "user", "content": "I am\x00 a nurse."}]}),
+    ("/v1/verify", {"conversation": CHAT, "attributes": ["The user\ud800 is a nurse."]}),
+    ("/v1/select", {"prompt": "Dinner\x00?", "attributes": ["The user is vegetarian."]}),
+    ("/v1/generate", {"messages": [{"role": "user", "content": "Hi\x00"}], "user_id": "u1"}),
+    ("/v1/turns", {"user_id": "u1", "messages": [{"role": "user", "content": "Hi\x00"}]}),
+]
+UNSTORABLE_FIELDS = {
+    "/v1/extract": "body.conversation.0.content",
+    "/v1/verify": "body.attributes.0",
+    "/v1/select": "body.prompt",
+    "/v1/generate": "body.messages.0.content",
+    "/v1/turns": "body.messages.0.content",
+}
+
+
+@pytest.mark.parametrize(("path", "body"), UNSTORABLE_CASES, ids=[c[0] for c in UNSTORABLE_CASES])
+async def test_unstorable_characters_are_refused_before_any_model_or_llm_work(
+    model_api: Api, llm: FakeLLMServer, path: str, body: dict[str, Any]
+) -> None:
+    """The same 422 on both backends, naming the field; nothing reaches the LLM or the
+    database (no user is created)."""
+    key = await model_api.new_tenant()
+    r = await model_api.client.post(
+        path,
+        content=json.dumps(body),  # ASCII, \u escapes: httpx would not encode a lone surrogate
+        headers=bearer(key) | {"Content-Type": "application/json"},
+    )
+    assert r.status_code == 422, r.text
+    doc = r.json()
+    assert doc["errors"] == [
+        {
+            "field": UNSTORABLE_FIELDS[path],
+            "message": "must not contain NUL (\\u0000) or unpaired surrogate characters",
+            "type": "string_unstorable",
+        }
+    ]
+    assert llm.requests == []
+    r = await model_api.client.get("/v1/users/u1/attributes", headers=bearer(key))
+    assert r.status_code == 404
+
+
+@pytest.mark.parametrize("value", [0, 1, "true"])
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/v1/extract", {"conversation": CHAT, "user_id": "u1"}, "store"),
+        ("/v1/generate", {"messages": CHAT[:1]}, "stream"),
+        ("/v1/generate", {"messages": CHAT[:1]}, "include_generic"),
+        ("/v1/turns", {"messages": CHAT[:1], "user_id": "u1"}, "extract"),
+    ],
+)
+async def test_request_booleans_are_strict(
+    model_api: Api, path: str, body: dict[str, Any], field: str, value: object
+) -> None:
+    """`"store": 0` was taken for false (and 1 for true): a 422 naming the field."""
+    key = await model_api.new_tenant()
+    r = await model_api.client.post(path, json=body | {field: value}, headers=bearer(key))
+    assert r.status_code == 422, r.text
+    assert [(e["field"], e["type"]) for e in r.json()["errors"]] == [(f"body.{field}", "bool_type")]

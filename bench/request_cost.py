@@ -1,0 +1,146 @@
+"""CPU time of the largest model requests the limits allow, against a real `tailor serve`.
+
+    .venv/bin/python bench/request_cost.py [--repeats 5] [--json OUT]
+
+The server runs on its embedded defaults (a fresh SQLite file, the shipped models). For
+POST /v1/verify (20 user messages of ~45 tokens, n attributes) and POST /v1/extract (n such
+messages, learned extractor) it finds the largest n the per-request budget of model work
+(TAILOR_REQUEST_MAX_MODEL_TOKENS) accepts, then measures the server process's CPU time
+(user + system, all threads, from /proc) and wall time per request over --repeats requests.
+It also sends the request the reliability probe found (50 attributes x 20 messages, 15.8 KB),
+which cost 27.8 s of CPU before the budget existed, and reports its answer and CPU time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from pipeline_latency import cpu_model, free_port
+
+from service.config import available_cpus
+
+MESSAGE = (
+    "We moved to a flat near the river last spring and I cycle to work every day since, "
+    "about forty minutes each way, rain or shine, past the old market ({})."
+)
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def verify_body(n: int) -> dict[str, Any]:
+    return {
+        "conversation": [{"role": "user", "content": MESSAGE.format(i)} for i in range(20)],
+        "attributes": [f"The user cycles to work on route {i}." for i in range(n)],
+    }
+
+
+def extract_body(n: int) -> dict[str, Any]:
+    return {
+        "conversation": [{"role": "user", "content": MESSAGE.format(i)} for i in range(n)],
+        "extractor": "learned",
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+
+    data_dir = Path(tempfile.mkdtemp(prefix="tailor-bench-"))
+    env = dict(os.environ, TAILOR_DATA_DIR=str(data_dir), TAILOR_LOG_LEVEL="warning")
+    cache = Path(".tailor/onnx-cache")
+    if cache.is_dir():
+        (data_dir / "onnx-cache").symlink_to(cache.resolve())
+    tailor = [sys.executable, "-m", "service.cli"]
+    subprocess.run([*tailor, "migrate"], env=env, check=True, capture_output=True)
+    key = subprocess.run(
+        [*tailor, "admin", "create-tenant", "bench"], env=env, check=True, capture_output=True,
+        text=True,
+    ).stdout.strip().splitlines()[-1]  # fmt: skip
+    port = free_port()
+    server = subprocess.Popen(
+        [*tailor, "serve", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=open(data_dir / "server.log", "w"),  # noqa: SIM115
+    )
+    results: dict[str, Any] = {}
+    try:
+        with httpx.Client(
+            base_url=f"http://127.0.0.1:{port}",
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=300,
+        ) as client:
+            deadline = time.monotonic() + 300
+            while True:
+                try:
+                    if client.get("/readyz").status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise SystemExit("the server did not become ready; see " + str(data_dir))
+                time.sleep(0.5)
+
+            def cost(path: str, body: dict[str, Any]) -> tuple[int, float, float]:
+                cpu0, wall0 = cpu_seconds(server.pid), time.perf_counter()
+                status = client.post(path, json=body).status_code
+                return status, cpu_seconds(server.pid) - cpu0, time.perf_counter() - wall0
+
+            def largest(path: str, build: Any, top: int) -> dict[str, Any]:
+                n, over = 0, top + 1  # accepted at n (0: trivially), refused at over
+                while over - n > 1:
+                    mid = (n + over) // 2
+                    n, over = (mid, over) if cost(path, build(mid))[0] == 200 else (n, mid)
+                runs = [cost(path, build(n)) for _ in range(args.repeats)]
+                assert all(status == 200 for status, _, _ in runs)
+                refused = cost(path, build(n + 1))
+                return {
+                    "largest_n": n,
+                    "body_bytes": len(json.dumps(build(n))),
+                    "cpu_s_max": round(max(c for _, c, _ in runs), 3),
+                    "cpu_s_mean": round(sum(c for _, c, _ in runs) / len(runs), 3),
+                    "wall_s_max": round(max(w for _, _, w in runs), 3),
+                    "next_size_status": refused[0],
+                    "next_size_cpu_s": round(refused[1], 3),
+                }
+
+            results["verify"] = largest("/v1/verify", verify_body, 50)
+            results["extract"] = largest("/v1/extract", extract_body, 120)
+            status, cpu, wall = cost("/v1/verify", verify_body(50))
+            results["probe_request_50x20"] = {
+                "status": status,
+                "body_bytes": len(json.dumps(verify_body(50))),
+                "cpu_s": round(cpu, 3),
+                "wall_s": round(wall, 3),
+            }
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=60)
+    results["setup"] = {
+        "machine": f"{cpu_model()}, {available_cpus()} CPUs ({platform.machine()})",
+        "python": platform.python_version(),
+        "command": " ".join(sys.argv),
+    }
+    print(json.dumps(results, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
