@@ -177,13 +177,20 @@ def _finished(run: EvalRun) -> dict[str, Any]:
 
 @router.get(
     "/{run_id:eval_run_id}/chart.png",
-    responses=PROBLEMS | {200: {"content": {"image/png": {}}, "description": "The chart."}},
+    responses=PROBLEMS
+    | {
+        200: {"content": {"image/png": {}}, "description": "The chart."},
+        503: {"description": "This install has no matplotlib (the `reports` extra)."},
+    },
     response_class=Response,
 )
 async def get_chart(session: SessionDep, caller: CallerDep, run_id: RunId) -> Response:
     """Accuracy by split/tier with 95% intervals, beside the published reference figures."""
     doc = _finished(await _run(session, caller, run_id))
-    png = await asyncio.to_thread(report.chart_png, doc["results"])
+    try:
+        png = await asyncio.to_thread(report.chart_png, doc["results"])
+    except report.ChartUnavailable as exc:
+        raise ProblemError(503, str(exc), slug="chart-unavailable") from None
     return Response(png, media_type="image/png")
 
 
@@ -195,7 +202,11 @@ async def get_chart(session: SessionDep, caller: CallerDep, run_id: RunId) -> Re
 async def get_report(session: SessionDep, caller: CallerDep, run_id: RunId) -> Response:
     """A Markdown report with its chart embedded (a data: URI; also at chart.png)."""
     doc = _finished(await _run(session, caller, run_id))
-    png = await asyncio.to_thread(report.chart_png, doc["results"])
+    try:
+        png = await asyncio.to_thread(report.chart_png, doc["results"])
+    except report.ChartUnavailable as exc:  # the figures stand without their chart
+        text = report.markdown(doc, chart_url=None) + f"\nNo chart: {exc}.\n"
+        return Response(text, media_type="text/markdown; charset=utf-8")
     uri = "data:image/png;base64," + base64.b64encode(png).decode()
     text = report.markdown(doc, chart_url=uri)
     text += f"\nChart alone: `/v1/eval/{run_id}/chart.png`\n"

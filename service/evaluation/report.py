@@ -77,9 +77,20 @@ def markdown(run: Mapping[str, Any], chart_url: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+class ChartUnavailable(RuntimeError):
+    """matplotlib is not installed: charts come with the `reports` extra."""
+
+
 def chart_png(results: Mapping[str, Any], title: str = "PersonaFeedback accuracy") -> bytes:
-    """Bars of accuracy per split/tier with their 95% intervals; reference figures as lines."""
-    import matplotlib
+    """Bars of accuracy per split/tier with their 95% intervals; reference figures as lines.
+
+    Raises ChartUnavailable where matplotlib is not installed (a serving-only install)."""
+    try:
+        import matplotlib
+    except ImportError as exc:
+        raise ChartUnavailable(
+            "charts need matplotlib: install the reports extra (pip install 'tailor[reports]')"
+        ) from exc
 
     matplotlib.use("Agg")  # no display; safe in a server thread
     from matplotlib.figure import Figure

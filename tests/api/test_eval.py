@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import os
 import shutil
+import sys
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -186,6 +187,28 @@ async def test_report_and_chart(eval_api: Api) -> None:
     assert chart.content[:4] == b"\x89PNG"
     missing = await eval_api.client.get(f"/v1/eval/{'f' * 32}/report", headers=h)
     assert missing.status_code == 404
+
+
+async def test_without_matplotlib_the_report_has_no_chart_and_the_chart_is_503(
+    eval_api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A serving-only install (no `reports` extra): the figures still come, the chart says why
+    it is missing."""
+    h = bearer(await eval_api.new_tenant())
+    run_id = (
+        await eval_api.client.post(
+            "/v1/eval", json={"dataset": "tiny", "judge": "random"}, headers=h
+        )
+    ).json()["run_id"]
+    await wait_done(eval_api, run_id, h)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    report = await eval_api.client.get(f"/v1/eval/{run_id}/report", headers=h)
+    assert report.status_code == 200
+    assert "| specific/easy | 2 |" in report.text
+    assert "data:image/png" not in report.text and "tailor[reports]" in report.text
+    chart = await eval_api.client.get(f"/v1/eval/{run_id}/chart.png", headers=h)
+    assert chart.status_code == 503
+    assert chart.json()["type"] == "urn:tailor:problem:chart-unavailable"
 
 
 async def test_upload_then_run(eval_api: Api) -> None:
