@@ -71,6 +71,7 @@ serve: install-serve
 lint: install
 	$(BIN)/ruff check service tests bench migrations
 	$(BIN)/ruff format --check service tests bench migrations
+	$(BIN)/lint-imports
 
 typecheck: install
 	$(BIN)/mypy

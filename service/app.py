@@ -7,9 +7,8 @@ import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import JSONResponse
 
 from service import __version__
 from service.api import (
@@ -31,7 +30,7 @@ from service.api.middleware import BodyLimitMiddleware, IdempotencyMiddleware, M
 from service.config import Settings, get_settings
 from service.evaluation.judges import Judge, build_judge
 from service.evaluation.worker import EvalWorker
-from service.inference import ModelRegistry, Overloaded, overloaded_problem
+from service.inference import ModelRegistry
 from service.jobs import JobHandler, JobWorker
 from service.jobs.extraction import ExtractionJob
 from service.llm.base import LLMError
@@ -129,18 +128,6 @@ def create_app(
     db_errors.install(app)
     idempotent.install(app)
 
-    async def on_overloaded(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, Overloaded)
-        problem = overloaded_problem(exc)
-        return errors.problem_response(
-            problem.status,
-            problem.detail,
-            slug=problem.slug,
-            instance=request.url.path,
-            headers=problem.headers,
-        )
-
-    app.add_exception_handler(Overloaded, on_overloaded)
     app.include_router(health.router)
     app.include_router(attributes.router)
     app.include_router(users.router)

@@ -129,12 +129,10 @@ async def upload(
         max_uncompressed_bytes=settings.eval_upload_max_uncompressed_bytes,
         max_ratio=settings.eval_upload_max_ratio,
     )
-    try:
-        stored = await asyncio.to_thread(
-            uploads.store, data, settings.eval_uploads_dir, caller.tenant_id, limits
-        )
-    except uploads.UploadRejected as exc:
-        raise ProblemError(exc.status, exc.detail, slug=exc.slug, errors=exc.errors) from None
+    # UploadRejected (413/415/422) becomes its problem in api/pipeline_errors.py.
+    stored = await asyncio.to_thread(
+        uploads.store, data, settings.eval_uploads_dir, caller.tenant_id, limits
+    )
     return UploadOut(upload_id=stored.upload_id, files=stored.files)
 
 

@@ -13,8 +13,9 @@ from fastapi.responses import StreamingResponse
 from service import metrics
 from service.api.deps import AuthOnlyDep, LLMDep, StateDep, get_models
 from service.api.errors import problem_body
+from service.api.pipeline_errors import llm_problem
 from service.api.responses import LLM_PROBLEMS
-from service.llm.base import LLMError, llm_problem
+from service.llm.base import LLMError
 from service.pipeline import generate as generation
 from service.pipeline import turn
 from service.pipeline.select import Scored, stored_items

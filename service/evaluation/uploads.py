@@ -33,14 +33,21 @@ _MAX_REPORTED = 20
 
 
 class UploadRejected(Exception):
-    def __init__(
-        self, status: int, detail: str, slug: str, errors: list[dict[str, str]] | None = None
-    ) -> None:
+    """The archive is not a dataset this service accepts; ``slug`` names why."""
+
+    def __init__(self, detail: str, slug: str, errors: list[dict[str, str]] | None = None) -> None:
         super().__init__(detail)
-        self.status = status
         self.detail = detail
         self.slug = slug
         self.errors = errors or []
+
+
+class UploadTooLarge(UploadRejected):
+    """Over a size, member or expansion-ratio limit."""
+
+
+class UploadUnsupported(UploadRejected):
+    """Not a .zip or .tar.gz archive."""
 
 
 @dataclass(frozen=True)
@@ -65,11 +72,11 @@ class StoredUpload:
 
 
 def _bad(detail: str, slug: str = "invalid-archive") -> UploadRejected:
-    return UploadRejected(422, detail, slug, [{"field": "file", "message": detail}])
+    return UploadRejected(detail, slug, [{"field": "file", "message": detail}])
 
 
 def _too_large(detail: str) -> UploadRejected:
-    return UploadRejected(413, detail, "archive-too-large", [{"field": "file", "message": detail}])
+    return UploadTooLarge(detail, "archive-too-large", [{"field": "file", "message": detail}])
 
 
 def safe_name(name: str) -> PurePosixPath:
@@ -208,8 +215,7 @@ def extract(data: bytes, dest: Path, limits: UploadLimits) -> None:
         except (tarfile.TarError, zlib.error, EOFError) as exc:
             raise _bad(f"not a readable .tar.gz archive ({exc})") from None
         return
-    raise UploadRejected(
-        415,
+    raise UploadUnsupported(
         "the upload must be a .zip or .tar.gz archive",
         "unsupported-archive",
         [{"field": "file", "message": "expected a .zip or .tar.gz archive"}],
@@ -261,7 +267,7 @@ def validate_layout(folder: Path) -> tuple[Path, list[str]]:
         detail = "; ".join(e["message"] for e in shown)
         if len(errors) > len(shown):
             detail += f"; and {len(errors) - len(shown)} more"
-        raise UploadRejected(422, detail, "invalid-jsonl", shown)
+        raise UploadRejected(detail, "invalid-jsonl", shown)
     return root, [p.relative_to(root).as_posix() for p in files]
 
 

@@ -17,7 +17,6 @@ from service.inference.batcher import (
     BatcherClosed,
     MicroBatcher,
     Overloaded,
-    overloaded_problem,
 )
 from service.inference.embedder import Embedder
 from service.inference.pair_classifier import (
@@ -53,7 +52,6 @@ __all__ = [
     "Overloaded",
     "PairClassifier",
     "cache_dir",
-    "overloaded_problem",
 ]
 
 

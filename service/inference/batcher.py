@@ -24,7 +24,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from service import metrics
-from service.api.errors import ProblemError
 from service.config import Settings
 
 log = logging.getLogger("tailor.inference")
@@ -66,16 +65,6 @@ class Overloaded(Exception):
 
 class BatcherClosed(RuntimeError):
     """The batcher was shut down (or never started) before the item was scored."""
-
-
-def overloaded_problem(exc: Overloaded) -> ProblemError:
-    return ProblemError(
-        429,
-        f"The {exc.model} model has more work queued than it can take; "
-        f"retry after {exc.retry_after} seconds.",
-        slug="overloaded",
-        headers={"Retry-After": str(exc.retry_after)},
-    )
 
 
 @dataclass(slots=True)

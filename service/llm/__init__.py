@@ -10,7 +10,6 @@ from service.llm.base import (
     Message,
     complete_structured,
     extract_json_object,
-    llm_problem,
 )
 from service.llm.openai_compat import OpenAICompatibleClient
 
@@ -25,5 +24,4 @@ __all__ = [
     "OpenAICompatibleClient",
     "complete_structured",
     "extract_json_object",
-    "llm_problem",
 ]

@@ -9,7 +9,6 @@ even schema-constrained servers occasionally answer with prose, fences or a wron
 from __future__ import annotations
 
 import json
-import math
 import re
 import time
 from collections.abc import AsyncGenerator, Sequence
@@ -19,7 +18,6 @@ from typing import Any, Literal, Protocol, TypedDict, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from service import metrics
-from service.api.errors import ProblemError
 
 
 class Message(TypedDict):
@@ -37,9 +35,9 @@ class Completion:
 
 
 class LLMError(Exception):
-    """A call to the language model failed; ``status`` and ``slug`` feed the problem document."""
+    """A call to the language model failed; ``slug`` names the kind of failure (metrics label
+    and, in the API, the problem type)."""
 
-    status: int = 502
     slug: str = "llm-error"
 
     def __init__(self, detail: str, *, completions: Sequence[Completion] = ()) -> None:
@@ -53,7 +51,6 @@ class LLMError(Exception):
 class LLMUnavailable(LLMError):
     """The server could not be reached, or kept answering 429/5xx until retries ran out."""
 
-    status = 503
     slug = "llm-unavailable"
 
     def __init__(
@@ -70,22 +67,13 @@ class LLMUnavailable(LLMError):
 class LLMTimeout(LLMError):
     """The call's deadline or the read timeout passed before the answer was complete."""
 
-    status = 504
     slug = "llm-timeout"
 
 
 class LLMBadResponse(LLMError):
     """The server answered, but not with something usable (or refused our request)."""
 
-    status = 502
     slug = "llm-bad-response"
-
-
-def llm_problem(exc: LLMError) -> ProblemError:
-    headers: dict[str, str] = {}
-    if isinstance(exc, LLMUnavailable) and exc.retry_after is not None:
-        headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
-    return ProblemError(exc.status, exc.detail, slug=exc.slug, headers=headers)
 
 
 def count_tokens(backend: str, prompt: int, completion: int) -> None:

@@ -15,6 +15,8 @@ import pytest
 from service.evaluation.uploads import (
     UploadLimits,
     UploadRejected,
+    UploadTooLarge,
+    UploadUnsupported,
     extract,
     store,
     upload_root,
@@ -100,7 +102,7 @@ def test_good_archive_is_stored(tmp_path: Path, pack: object, prefix: str) -> No
 )
 def test_path_traversal_is_refused(tmp_path: Path, name: str) -> None:
     error = _rejected(make_zip(tiny_files() | {name: b"{}\n"}), tmp_path)
-    assert error.status == 422 and error.slug == "unsafe-archive-member"
+    assert type(error) is UploadRejected and error.slug == "unsafe-archive-member"
     assert not (tmp_path / "evil.jsonl").exists()
 
 
@@ -108,7 +110,7 @@ def test_symlinks_are_refused(tmp_path: Path) -> None:
     error = _rejected(
         make_tar(tiny_files(), link=("data/general/x.jsonl", "/etc/passwd")), tmp_path
     )
-    assert error.status == 422 and "link" in error.detail
+    assert type(error) is UploadRejected and "link" in error.detail
 
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
@@ -118,7 +120,7 @@ def test_symlinks_are_refused(tmp_path: Path) -> None:
         info.external_attr = (stat.S_IFLNK | 0o777) << 16
         archive.writestr(info, "/etc/passwd")
     error = _rejected(buffer.getvalue(), tmp_path)
-    assert error.status == 422 and "link" in error.detail
+    assert type(error) is UploadRejected and "link" in error.detail
 
 
 @pytest.mark.parametrize("pack", [make_zip, make_tar])
@@ -127,23 +129,23 @@ def test_zip_bomb_is_refused_before_writing(tmp_path: Path, pack: object) -> Non
     data = pack(tiny_files() | {"data/general/hard.jsonl": b"\n" * (6 << 20)})  # type: ignore[operator]
     assert len(data) < 64 << 10
     error = _rejected(data, tmp_path)
-    assert error.status == 413 and "zip bomb" in error.detail
+    assert isinstance(error, UploadTooLarge) and "zip bomb" in error.detail
 
 
 def test_total_size_and_member_count_limits(tmp_path: Path) -> None:
     small = UploadLimits(max_members=50, max_uncompressed_bytes=500, max_ratio=200.0)
     error = _rejected(make_zip(tiny_files()), tmp_path, small)
-    assert error.status == 413 and "expands to" in error.detail
+    assert isinstance(error, UploadTooLarge) and "expands to" in error.detail
     many = tiny_files() | {f"extra/{i}.txt": b"x" for i in range(60)}
     error = _rejected(make_zip(many), tmp_path)
-    assert error.status == 413 and "members" in error.detail
+    assert isinstance(error, UploadTooLarge) and "members" in error.detail
 
 
 def test_non_json_line_is_named_with_file_and_line(tmp_path: Path) -> None:
     files = tiny_files(clean=False)
     files["data/general/easy.jsonl"] += b"this is not json\n"
     error = _rejected(make_zip(files), tmp_path)
-    assert error.status == 422 and error.slug == "invalid-jsonl"
+    assert type(error) is UploadRejected and error.slug == "invalid-jsonl"
     # The fixture's own malformed row (hard.jsonl line 2) is reported too.
     messages = [e["message"] for e in error.errors]
     assert any(m.startswith("data/general/easy.jsonl:3: not JSON") for m in messages)
@@ -151,10 +153,10 @@ def test_non_json_line_is_named_with_file_and_line(tmp_path: Path) -> None:
 
 
 def test_not_an_archive_or_no_layout(tmp_path: Path) -> None:
-    assert _rejected(b"just some text", tmp_path).status == 415
+    assert isinstance(_rejected(b"just some text", tmp_path), UploadUnsupported)
     error = _rejected(make_zip({"readme.txt": b"hello"}), tmp_path)
-    assert error.status == 422 and "all_personas.jsonl" in error.detail
-    assert _rejected(b"PK\x03\x04garbage", tmp_path).status == 422
+    assert type(error) is UploadRejected and "all_personas.jsonl" in error.detail
+    assert type(_rejected(b"PK\x03\x04garbage", tmp_path)) is UploadRejected
 
 
 def test_extract_writes_only_regular_files(tmp_path: Path) -> None:

@@ -8,19 +8,15 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
-import httpx
 import numpy as np
 import pytest
-from fastapi import FastAPI
 from prometheus_client import REGISTRY
 
-from service.api import errors
 from service.config import Settings
 from service.inference.batcher import (
     BatcherClosed,
     MicroBatcher,
     Overloaded,
-    overloaded_problem,
 )
 from service.inference.pair_classifier import PairClassifier
 from tests.inference.tiny_models import TinyModel, mixed_pairs
@@ -240,28 +236,6 @@ async def test_retry_after_follows_throughput(make_batcher: Callable[..., MicroB
     await eventually(lambda: batcher.waiting >= 90)
     assert 3 <= batcher.retry_after() <= 10  # ~95 items at ~20/s
     backlog.cancel()
-
-
-async def test_overloaded_problem_is_a_429_with_retry_after() -> None:
-    problem = overloaded_problem(Overloaded("verifier", 7))
-    assert problem.status == 429
-    assert problem.slug == "overloaded"
-    assert problem.headers == {"Retry-After": "7"}
-
-    app = FastAPI()
-    errors.install(app)
-
-    @app.get("/score")
-    async def score() -> None:
-        raise overloaded_problem(Overloaded("verifier", 3))
-
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
-        response = await client.get("/score")
-    assert response.status_code == 429
-    assert response.headers["Retry-After"] == "3"
-    assert response.headers["content-type"].startswith("application/problem+json")
-    assert response.json()["type"] == "urn:tailor:problem:overloaded"
 
 
 async def test_model_error_fails_its_batch_and_serving_continues(

@@ -11,6 +11,7 @@ import time
 import pytest
 from prometheus_client import REGISTRY
 
+from service.api.pipeline_errors import llm_problem
 from service.config import Settings
 from service.llm import (
     LLMBadResponse,
@@ -18,7 +19,6 @@ from service.llm import (
     LLMUnavailable,
     Message,
     OpenAICompatibleClient,
-    llm_problem,
 )
 from tests.llm.conftest import ClientFactory, FakeLLMServer, Reply, chunk, closed_port, completion
 
