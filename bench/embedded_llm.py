@@ -15,11 +15,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import platform
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from common import cpu_model
 
 from service.llm.embedded import EmbeddedLLMClient, default_model_path, describe_exit
 
@@ -51,16 +52,6 @@ def cpu_flags() -> list[str]:
         [],
     )
     return sorted(f for f in flags if f.startswith(("amx", "avx512f", "avx2")))
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 async def through_child(runs: int, tokens: int, threads: int) -> dict[str, object]:

@@ -17,9 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,20 +29,13 @@ from typing import Any
 import httpx
 import numpy as np
 import uvicorn
+from common import free_port, report
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from service.config import available_cpus
-
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "relevance" / "personalens.jsonl"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def instant_llm(port: int) -> uvicorn.Server:
@@ -69,16 +60,6 @@ def instant_llm(port: int) -> uvicorn.Server:
     while not server.started:
         time.sleep(0.05)
     return server
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def percentiles(values: list[float]) -> dict[str, float]:
@@ -176,17 +157,13 @@ def main() -> None:
         server.wait(timeout=60)
         if llm_server is not None:
             llm_server.should_exit = True
-    results["setup"] = {
-        "llm": args.llm,
-        "attributes_per_user": len(attributes),
-        "max_tokens": args.max_tokens,
-        "machine": f"{cpu_model()}, {available_cpus()} CPUs ({platform.machine()})",
-        "python": platform.python_version(),
-        "command": " ".join(sys.argv),
-    }
-    print(json.dumps(results, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
+    report(
+        results,
+        args.json,
+        llm=args.llm,
+        attributes_per_user=len(attributes),
+        max_tokens=args.max_tokens,
+    )
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import signal
 import subprocess
 import sys
@@ -26,9 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from pipeline_latency import cpu_model, free_port
-
-from service.config import available_cpus
+from common import free_port, report
 
 MESSAGE = (
     "We moved to a flat near the river last spring and I cycle to work every day since, "
@@ -132,14 +129,7 @@ def main() -> None:
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=60)
-    results["setup"] = {
-        "machine": f"{cpu_model()}, {available_cpus()} CPUs ({platform.machine()})",
-        "python": platform.python_version(),
-        "command": " ".join(sys.argv),
-    }
-    print(json.dumps(results, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
+    report(results, args.json)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,16 +26,11 @@ import time
 from pathlib import Path
 
 import httpx
+from common import free_port
 
 from service.config import REPO_ROOT, available_cpus
 
 HEAVY = ("torch", "transformers", "sentence_transformers", "matplotlib", "sklearn", "scipy/")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def status(pid: int) -> dict[str, int]:

@@ -15,7 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import SQLAlchemyError
 
-from service.api.errors import problem_response
+from service.api.errors import on_unexpected, problem_response
 from service.store.db import DatabaseUnavailable, unavailable
 
 log = logging.getLogger("tailor.api")
@@ -47,32 +47,26 @@ def _problem(request: Request, problem: DatabaseUnavailable) -> JSONResponse:
     )
 
 
-async def _on_database_error(request: Request, exc: Exception) -> JSONResponse:
-    problem = unavailable(exc)
+async def _answer(
+    request: Request, exc: Exception, problem: DatabaseUnavailable | None
+) -> JSONResponse:
     if problem is None:
-        # A database error that is not about availability (a constraint, a bug): the generic
+        # Not about availability (a constraint, a bug, another connection error): the generic
         # answer, as for any unexpected error.
-        log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-        return problem_response(
-            500, "An unexpected error occurred; nothing was changed.", instance=request.url.path
-        )
+        return await on_unexpected(request, exc)
     log.error(
         "database unavailable on %s %s: %s", request.method, request.url.path, problem, exc_info=exc
     )
     return _problem(request, problem)
 
 
+async def _on_database_error(request: Request, exc: Exception) -> JSONResponse:
+    return await _answer(request, exc, unavailable(exc))
+
+
 async def _on_connection_error(request: Request, exc: Exception) -> JSONResponse:
-    problem = unavailable(exc) if _raised_by_database(exc.__traceback__) else None
-    if problem is None:
-        log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-        return problem_response(
-            500, "An unexpected error occurred; nothing was changed.", instance=request.url.path
-        )
-    log.error(
-        "database unreachable on %s %s: %s", request.method, request.url.path, problem, exc_info=exc
-    )
-    return _problem(request, problem)
+    by_database = _raised_by_database(exc.__traceback__)
+    return await _answer(request, exc, unavailable(exc) if by_database else None)
 
 
 def install(app: FastAPI) -> None:

@@ -230,7 +230,8 @@ async def _on_http(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
-async def _on_unexpected(request: Request, exc: Exception) -> JSONResponse:
+async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
+    """The generic 500 (logged with its traceback); nothing was written."""
     log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return problem_response(
         500, "An unexpected error occurred; nothing was changed.", instance=request.url.path
@@ -241,7 +242,7 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _on_validation)
     app.add_exception_handler(ProblemError, _on_problem)
     app.add_exception_handler(StarletteHTTPException, _on_http)
-    app.add_exception_handler(Exception, _on_unexpected)
+    app.add_exception_handler(Exception, on_unexpected)
 
 
 def not_found(what: str) -> ProblemError:
