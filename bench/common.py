@@ -4,13 +4,20 @@ machine and the command that made the figures, printed and optionally written as
 from __future__ import annotations
 
 import json
+import os
 import platform
 import socket
 import sys
 from pathlib import Path
 from typing import Any
 
-from service.config import available_cpus
+
+def _cpus() -> int:
+    try:  # the service's reading (cgroup quota, else affinity)
+        from service.config import available_cpus
+    except ImportError:  # a bench environment without the service (bench/mem0_side_by_side.py)
+        return len(os.sched_getaffinity(0))
+    return available_cpus()
 
 
 def free_port() -> int:
@@ -33,7 +40,7 @@ def report(results: dict[str, Any], out: Path | None, **setup: Any) -> None:
     """Add the setup (``setup`` plus machine, Python and command), print, write to ``out``."""
     results["setup"] = {
         **setup,
-        "machine": f"{cpu_model()}, {available_cpus()} CPUs ({platform.machine()})",
+        "machine": f"{cpu_model()}, {_cpus()} CPUs ({platform.machine()})",
         "python": platform.python_version(),
         "command": " ".join(sys.argv),
     }

