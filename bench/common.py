@@ -7,9 +7,13 @@ import json
 import os
 import platform
 import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 
 def _cpus() -> int:
@@ -47,3 +51,18 @@ def report(results: dict[str, Any], out: Path | None, **setup: Any) -> None:
     print(json.dumps(results, indent=2))
     if out:
         out.write_text(json.dumps(results, indent=2))
+
+
+def wait_ready(client: httpx.Client, server: subprocess.Popen[Any], logs: Path) -> None:
+    """Until the server's /readyz answers 200; exits naming ``logs`` if it dies or takes
+    over five minutes (a first start derives the CPU graphs)."""
+    deadline = time.monotonic() + 300
+    while True:
+        try:
+            if client.get("/readyz").status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline or server.poll() is not None:
+            raise SystemExit(f"the server did not become ready; see {logs}")
+        time.sleep(0.5)

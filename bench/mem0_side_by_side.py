@@ -150,7 +150,7 @@ def main() -> None:
     args = parser.parse_args()
     ensure_mem0_env()
     import httpx
-    from common import report
+    from common import report, wait_ready
 
     work = Path(tempfile.mkdtemp(prefix="tailor-mem0-"))
     data = users(args.users)
@@ -159,16 +159,7 @@ def main() -> None:
     results: dict[str, Any] = {}
     try:
         with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}) as client:
-            deadline = time.monotonic() + 300
-            while True:
-                try:
-                    if client.get("/readyz").status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise SystemExit(f"tailor serve did not become ready; see {work}")
-                time.sleep(0.5)
+            wait_ready(client, proc, work)
 
             def timed(call: Any) -> float:
                 started = time.perf_counter()

@@ -29,7 +29,7 @@ from typing import Any
 import httpx
 import numpy as np
 import uvicorn
-from common import free_port, report
+from common import free_port, report, wait_ready
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -116,16 +116,7 @@ def main() -> None:
     results: dict[str, Any] = {}
     try:
         with httpx.Client(base_url=base, headers=headers, timeout=120) as client:
-            deadline = time.monotonic() + 300
-            while True:
-                try:
-                    if client.get("/readyz").status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise SystemExit("the server did not become ready; see " + str(data_dir))
-                time.sleep(0.5)
+            wait_ready(client, server, data_dir)
             for text in attributes:
                 client.post("/v1/users/bench/attributes", json={"text": text}).raise_for_status()
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from common import free_port, report
+from common import free_port, report, wait_ready
 
 MESSAGE = (
     "We moved to a flat near the river last spring and I cycle to work every day since, "
@@ -83,16 +83,7 @@ def main() -> None:
             headers={"Authorization": f"Bearer {key}"},
             timeout=300,
         ) as client:
-            deadline = time.monotonic() + 300
-            while True:
-                try:
-                    if client.get("/readyz").status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise SystemExit("the server did not become ready; see " + str(data_dir))
-                time.sleep(0.5)
+            wait_ready(client, server, data_dir)
 
             def cost(path: str, body: dict[str, Any]) -> tuple[int, float, float]:
                 cpu0, wall0 = cpu_seconds(server.pid), time.perf_counter()
