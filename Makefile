@@ -28,7 +28,7 @@ endif
 LLAMA_PIP ?= $(PYTHON) -m pip
 WHEELHOUSE ?= $(HOME)/.cache/tailor/wheels/llama-cpp-python-$(LLAMA_CPP_VERSION)-$(ARCH)-$(LLAMA_FLAVOUR)
 
-.PHONY: install install-serve serve test lint typecheck pytest openapi llama-wheel
+.PHONY: install install-serve serve test test-fast lint typecheck pytest openapi llama-wheel
 
 llama-wheel:
 	@if ! ls $(WHEELHOUSE)/llama_cpp_python-*.whl >/dev/null 2>&1; then \
@@ -80,6 +80,11 @@ pytest: install
 	$(BIN)/pytest -q -ra
 
 test: lint typecheck pytest
+
+# A quick tier for local work: SQLite only, no model loading, no server processes (under a
+# minute on 2 cores). `make test` runs everything, on PostgreSQL too, and is what CI runs.
+test-fast: install
+	$(BIN)/pytest -q -m "not slow and not models" -k "not postgres"
 
 openapi: install
 	$(BIN)/tailor openapi --out openapi.yaml

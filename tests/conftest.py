@@ -162,3 +162,26 @@ def shared_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def bearer(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
+
+
+# Loading the shipped models, the embedded LLM or a real server takes seconds per module.
+# Tests that do are marked `models` (besides `slow`), so `make test-fast` can leave them out.
+_MODEL_FIXTURES = {"model_api", "shared_data_dir", "eval_api"}
+_MODEL_MODULES = (
+    "tests/training/",
+    "tests/llm/test_embedded.py",
+    "tests/evaluation/test_commands.py",
+    "tests/inference/test_embedder.py",
+    "tests/inference/test_registry.py",
+    "tests/inference/test_derive.py",
+    "tests/inference/test_pair_classifier.py",
+    "tests/test_cli.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        path = item.path.as_posix()
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if fixtures & _MODEL_FIXTURES or any(m in path for m in _MODEL_MODULES):
+            item.add_marker(pytest.mark.models)
