@@ -40,6 +40,57 @@ def cpu_model() -> str:
     return platform.processor() or "unknown CPU"
 
 
+REPO = Path(__file__).resolve().parents[1]
+
+
+def start_tailor(
+    data_dir: Path, *, python: str = sys.executable, **settings: str
+) -> tuple[subprocess.Popen[bytes], str, str]:
+    """A real `tailor serve` on its embedded defaults in ``data_dir`` (migrated, one tenant),
+    with ``settings`` as extra environment; (process, base URL, API key). Reuses the repo's
+    derived CPU graphs (``.tailor/onnx-cache``) when they exist."""
+    env = dict(os.environ, TAILOR_DATA_DIR=str(data_dir), TAILOR_LOG_LEVEL="warning", **settings)
+    cache = REPO / ".tailor" / "onnx-cache"
+    if cache.is_dir():
+        (data_dir / "onnx-cache").symlink_to(cache.resolve())
+    tailor = [python, "-m", "service.cli"]
+    subprocess.run([*tailor, "migrate"], env=env, check=True, capture_output=True, cwd=REPO)
+    key = subprocess.run(
+        [*tailor, "admin", "create-tenant", "bench"], env=env, check=True, capture_output=True,
+        text=True, cwd=REPO,
+    ).stdout.strip().splitlines()[-1]  # fmt: skip
+    port = free_port()
+    proc = subprocess.Popen(
+        [*tailor, "serve", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=open(data_dir / "server.log", "w"),  # noqa: SIM115
+    )
+    return proc, f"http://127.0.0.1:{port}", key
+
+
+def percentiles(seconds: list[float]) -> dict[str, float]:
+    """p50, p95 and mean in milliseconds of timings in seconds."""
+    import numpy as np
+
+    ms = np.array(seconds) * 1000
+    return {
+        "p50_ms": round(float(np.percentile(ms, 50)), 1),
+        "p95_ms": round(float(np.percentile(ms, 95)), 1),
+        "mean_ms": round(float(ms.mean()), 1),
+        "n": len(seconds),
+    }
+
+
+def emit(results: dict[str, Any], out: Path | None) -> None:
+    """Print the results as JSON and write them to ``out``."""
+    text = json.dumps(results, indent=2)
+    print(text)
+    if out:
+        Path(out).write_text(text + "\n")
+
+
 def report(results: dict[str, Any], out: Path | None, **setup: Any) -> None:
     """Add the setup (``setup`` plus machine, Python and command), print, write to ``out``."""
     results["setup"] = {
@@ -48,9 +99,7 @@ def report(results: dict[str, Any], out: Path | None, **setup: Any) -> None:
         "python": platform.python_version(),
         "command": " ".join(sys.argv),
     }
-    print(json.dumps(results, indent=2))
-    if out:
-        out.write_text(json.dumps(results, indent=2))
+    emit(results, out)
 
 
 def wait_ready(client: httpx.Client, server: subprocess.Popen[Any], logs: Path) -> None:

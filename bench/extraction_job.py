@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import time
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Literal, cast
 
 import numpy as np
+from common import emit
 
 from service.config import REPO_ROOT, Settings, available_cpus
 from service.evaluation.extraction import load_rows
@@ -88,9 +88,7 @@ async def main() -> tuple[dict, str | None]:
 
 def run() -> None:
     report, out = asyncio.run(main())
-    print(json.dumps(report, indent=2))
-    if out:
-        Path(out).write_text(json.dumps(report, indent=2) + "\n")
+    emit(report, out)
 
 
 if __name__ == "__main__":

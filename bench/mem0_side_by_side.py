@@ -79,43 +79,6 @@ def users(n: int, seed: int = 13) -> list[tuple[str, list[str], list[str]]]:
     return out
 
 
-def stats(seconds: list[float]) -> dict[str, float]:
-    import numpy as np
-
-    ms = np.array(seconds) * 1000
-    return {
-        "p50_ms": round(float(np.percentile(ms, 50)), 1),
-        "p95_ms": round(float(np.percentile(ms, 95)), 1),
-        "n": len(seconds),
-    }
-
-
-def start_tailor(data_dir: Path) -> tuple[subprocess.Popen[bytes], str, str]:
-    from common import free_port
-
-    python = os.environ["TAILOR_BENCH_PYTHON"]
-    env = dict(os.environ, TAILOR_DATA_DIR=str(data_dir), TAILOR_LOG_LEVEL="warning")
-    env.pop("TAILOR_BENCH_IN_MEM0_ENV")
-    cache = REPO / ".tailor" / "onnx-cache"
-    if cache.is_dir():
-        (data_dir / "onnx-cache").symlink_to(cache)
-    tailor = [python, "-m", "service.cli"]
-    subprocess.run([*tailor, "migrate"], env=env, check=True, capture_output=True, cwd=REPO)
-    key = subprocess.run(
-        [*tailor, "admin", "create-tenant", "bench"], env=env, check=True, capture_output=True,
-        text=True, cwd=REPO,
-    ).stdout.strip().splitlines()[-1]  # fmt: skip
-    port = free_port()
-    proc = subprocess.Popen(
-        [*tailor, "serve", "--host", "127.0.0.1", "--port", str(port)],
-        env=env,
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=open(data_dir / "server.log", "w"),  # noqa: SIM115
-    )
-    return proc, f"http://127.0.0.1:{port}", key
-
-
 def mem0_memory(work: Path) -> Any:
     os.environ.setdefault("OPENAI_API_KEY", "unused: infer=False makes no LLM call")
     os.environ["HF_HUB_OFFLINE"] = "1"
@@ -150,12 +113,15 @@ def main() -> None:
     args = parser.parse_args()
     ensure_mem0_env()
     import httpx
-    from common import report, wait_ready
+    from common import percentiles, report, start_tailor, wait_ready
 
     work = Path(tempfile.mkdtemp(prefix="tailor-mem0-"))
     data = users(args.users)
     memory = mem0_memory(work)
-    proc, base, key = start_tailor(work)
+    # The service runs on this checkout's own environment, not the bench's mem0 one.
+    python = os.environ["TAILOR_BENCH_PYTHON"]
+    os.environ.pop("TAILOR_BENCH_IN_MEM0_ENV")
+    proc, base, key = start_tailor(work, python=python)
     results: dict[str, Any] = {}
     try:
         with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}) as client:
@@ -193,8 +159,8 @@ def main() -> None:
                 reads["mem0"].append(
                     timed(lambda: memory.search(p, filters={"user_id": uid}, top_k=20))  # noqa: B023
                 )
-            results["select_vs_search"] = {side: stats(v) for side, v in reads.items()}
-            results["write_vs_add"] = {side: stats(v) for side, v in writes.items()}
+            results["select_vs_search"] = {side: percentiles(v) for side, v in reads.items()}
+            results["write_vs_add"] = {side: percentiles(v) for side, v in writes.items()}
             for name in ("select_vs_search", "write_vs_add"):
                 pair = results[name]
                 pair["p50_ratio_tailor_over_mem0"] = round(
@@ -228,7 +194,7 @@ def main() -> None:
         results["tailor_select_concurrent"] = {
             "callers": args.callers,
             "requests_per_s": round(len(done) / elapsed, 1),
-            **stats(done),
+            **percentiles(done),
         }
     finally:
         proc.send_signal(signal.SIGTERM)

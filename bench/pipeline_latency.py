@@ -16,10 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -27,9 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
 import uvicorn
-from common import free_port, report, wait_ready
+from common import free_port, percentiles, report, start_tailor, wait_ready
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -62,16 +58,6 @@ def instant_llm(port: int) -> uvicorn.Server:
     return server
 
 
-def percentiles(values: list[float]) -> dict[str, float]:
-    a = np.array(values) * 1000
-    return {
-        "p50_ms": round(float(np.percentile(a, 50)), 1),
-        "p95_ms": round(float(np.percentile(a, 95)), 1),
-        "mean_ms": round(float(a.mean()), 1),
-        "n": len(values),
-    }
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--llm", choices=["instant", "embedded"], default="instant")
@@ -87,31 +73,14 @@ def main() -> None:
     prompts = [prompts[i % len(prompts)] for i in range(args.requests)]
 
     data_dir = Path(tempfile.mkdtemp(prefix="tailor-bench-"))
-    env = dict(os.environ, TAILOR_DATA_DIR=str(data_dir), TAILOR_LOG_LEVEL="warning")
-    # Reuse derived int8 graphs between runs when a cache exists.
-    cache = Path(".tailor/onnx-cache")
-    if cache.is_dir():
-        (data_dir / "onnx-cache").symlink_to(cache.resolve())
+    settings: dict[str, str] = {}
     llm_server = None
     if args.llm == "instant":
         llm_port = free_port()
         llm_server = instant_llm(llm_port)
-        env["TAILOR_LLM_BASE_URL"] = f"http://127.0.0.1:{llm_port}/v1"
-        env["TAILOR_EXTRACTOR"] = "rules"
-    port = free_port()
-    tailor = [sys.executable, "-m", "service.cli"]
-    subprocess.run([*tailor, "migrate"], env=env, check=True, capture_output=True)
-    key = subprocess.run(
-        [*tailor, "admin", "create-tenant", "bench"], env=env, check=True, capture_output=True,
-        text=True,
-    ).stdout.strip().splitlines()[-1]  # fmt: skip
-    server = subprocess.Popen(
-        [*tailor, "serve", "--host", "127.0.0.1", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=open(data_dir / "server.log", "w"),  # noqa: SIM115
-    )
-    base = f"http://127.0.0.1:{port}"
+        settings["TAILOR_LLM_BASE_URL"] = f"http://127.0.0.1:{llm_port}/v1"
+        settings["TAILOR_EXTRACTOR"] = "rules"
+    server, base, key = start_tailor(data_dir, **settings)
     headers = {"Authorization": f"Bearer {key}"}
     results: dict[str, Any] = {}
     try:

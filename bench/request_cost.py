@@ -17,15 +17,13 @@ import argparse
 import json
 import os
 import signal
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
-from common import free_port, report, wait_ready
+from common import report, start_tailor, wait_ready
 
 MESSAGE = (
     "We moved to a flat near the river last spring and I cycle to work every day since, "
@@ -59,27 +57,11 @@ def main() -> None:
     args = parser.parse_args()
 
     data_dir = Path(tempfile.mkdtemp(prefix="tailor-bench-"))
-    env = dict(os.environ, TAILOR_DATA_DIR=str(data_dir), TAILOR_LOG_LEVEL="warning")
-    cache = Path(".tailor/onnx-cache")
-    if cache.is_dir():
-        (data_dir / "onnx-cache").symlink_to(cache.resolve())
-    tailor = [sys.executable, "-m", "service.cli"]
-    subprocess.run([*tailor, "migrate"], env=env, check=True, capture_output=True)
-    key = subprocess.run(
-        [*tailor, "admin", "create-tenant", "bench"], env=env, check=True, capture_output=True,
-        text=True,
-    ).stdout.strip().splitlines()[-1]  # fmt: skip
-    port = free_port()
-    server = subprocess.Popen(
-        [*tailor, "serve", "--host", "127.0.0.1", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=open(data_dir / "server.log", "w"),  # noqa: SIM115
-    )
+    server, base, key = start_tailor(data_dir)
     results: dict[str, Any] = {}
     try:
         with httpx.Client(
-            base_url=f"http://127.0.0.1:{port}",
+            base_url=base,
             headers={"Authorization": f"Bearer {key}"},
             timeout=300,
         ) as client:

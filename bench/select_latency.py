@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import random
@@ -25,6 +24,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from common import emit
 
 from service.config import REPO_ROOT, Settings, available_cpus
 from service.evaluation.relevance import load_rows
@@ -101,9 +101,7 @@ async def main() -> tuple[dict, str | None]:
 
 def run() -> None:
     report, out = asyncio.run(main())
-    print(json.dumps(report, indent=2))
-    if out:
-        Path(out).write_text(json.dumps(report, indent=2) + "\n")
+    emit(report, out)
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ from service.inference.pair_classifier import (
     KNOWN_INPUTS,
     TOKENIZER_FILE,
     Provider,
-    cuda_session,
+    open_session,
     pad_id,
     session_options,
 )
@@ -196,17 +196,14 @@ class Embedder:
         if not path.is_dir():
             raise FileNotFoundError(f"embedder folder {path} does not exist")
         card = EmbedderCard.read(path / CARD_FILE)  # a bad card fails before deriving
-        threads = threads or available_cpus()
-        session = None
-        if provider == "cuda":
-            session = cuda_session(path, threads)
-            if session is None:
-                provider = "cpu"
-        if session is None:
-            graph = derive.cpu_graph(
-                path, Path(cache_dir or _default_cache_dir()), precision=card.cpu_precision
-            )
-            session = _cpu_session(graph, threads)
+        cache = Path(cache_dir or _default_cache_dir())
+        session, provider = open_session(
+            path,
+            provider,
+            threads or available_cpus(),
+            cpu_graph=lambda: derive.cpu_graph(path, cache, precision=card.cpu_precision),
+            cpu_session=_cpu_session,
+        )
         return cls._build(path, card, session, provider)
 
     @classmethod

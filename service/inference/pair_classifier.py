@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -151,15 +151,12 @@ class PairClassifier:
         model_dir = Path(model_dir)
         # Read first: a bad card should fail before seconds are spent deriving a graph.
         card = ModelCard.read(model_dir / CARD_FILE)
-        threads = threads or available_cpus()
-        session = None
-        if provider == "cuda":
-            session = cuda_session(model_dir, threads)
-            if session is None:
-                provider = "cpu"
-        if session is None:
-            graph = derive.cpu_graph(model_dir, Path(cache_dir))
-            session = _cpu_session(graph, threads)
+        session, provider = open_session(
+            model_dir,
+            provider,
+            threads or available_cpus(),
+            cpu_graph=lambda: derive.cpu_graph(model_dir, Path(cache_dir)),
+        )
         return cls._build(model_dir, card, session, provider, use_io_binding)
 
     @classmethod
@@ -332,6 +329,24 @@ def _cpu_session(graph: Path, threads: int) -> Any:
     return ort.InferenceSession(
         str(graph), session_options(threads), providers=["CPUExecutionProvider"]
     )
+
+
+def open_session(
+    model_dir: Path,
+    provider: Provider,
+    threads: int,
+    *,
+    cpu_graph: Callable[[], Path],
+    cpu_session: Callable[[Path, int], Any] = _cpu_session,
+) -> tuple[Any, Provider]:
+    """The session a model runs in, and where: the shipped fp16 graph on CUDA when asked for
+    and usable, else (logged by cuda_session) ``cpu_graph()`` on the CPU. ``cpu_graph`` derives
+    or finds the CPU graph only when it is needed."""
+    if provider == "cuda":
+        session = cuda_session(model_dir, threads)
+        if session is not None:
+            return session, "cuda"
+    return cpu_session(cpu_graph(), threads), "cpu"
 
 
 def session_options(threads: int) -> Any:
