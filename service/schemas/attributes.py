@@ -19,7 +19,18 @@ from service.schemas.common import (
 Status = Literal["active", "superseded", "deleted"]
 
 
+# `text` is stripped, so a text of spaces alone is refused (422) like an empty one: say so in
+# the schema (Python's `\s`, as the validator strips), beside the storable-text rule.
+NON_BLANK_TEXT_PATTERN = r"^[^\x00]*[^\x00\s][^\x00]*$"
+
+
+def _non_blank_text(schema: dict[str, Any]) -> None:
+    schema["properties"]["text"]["pattern"] = NON_BLANK_TEXT_PATTERN
+
+
 class AttributeCreate(StrictModel):
+    model_config = ConfigDict(json_schema_extra=_non_blank_text)
+
     text: AttributeText = Field(description="A short third-person statement about the user.")
     category: Category | None = None
     evidence: list[EvidenceSchema] = Field(default_factory=list, max_length=MAX_EVIDENCE)
@@ -53,6 +64,22 @@ class AttributePatch(StrictModel):
         return self
 
 
+MAX_BATCH_ITEMS = 100
+class AttributeBatchItem(AttributeCreate):
+    """One item of a batch: the fields and rules of a single create."""
+
+
+class AttributeBatchCreate(StrictModel):
+    items: list[AttributeBatchItem] = Field(
+        min_length=1,
+        max_length=MAX_BATCH_ITEMS,
+        description=(
+            f"1-{MAX_BATCH_ITEMS} attributes, each as for a single create; all are written in "
+            "one transaction or none is."
+        ),
+    )
+
+
 class AttributeOut(BaseModel):
     id: str
     user_id: str
@@ -71,6 +98,40 @@ class AttributeOut(BaseModel):
 class AttributeList(BaseModel):
     items: list[AttributeOut]
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null at end.")
+
+
+class BatchItemProblem(BaseModel):
+    """Why one item of a batch was not written (RFC 9457 members, for that item only)."""
+
+    type: str = Field(description="`urn:tailor:problem:<slug>`, e.g. `duplicate-in-batch`.")
+    title: str
+    detail: str
+    field: str = Field(description="The item, e.g. `body.items.3`.")
+
+
+class AttributeBatchResult(BaseModel):
+    index: int = Field(description="The item's position in `items`.")
+    outcome: Literal["created", "merged", "rejected"] = Field(
+        description=(
+            "`created`: a new attribute; `merged`: the text restates an active attribute of the "
+            "user, which took the item's evidence (`attribute` is that one, updated); "
+            "`rejected`: nothing written for this item (`problem` says why)."
+        )
+    )
+    attribute: AttributeOut | None = None
+    similarity: float | None = Field(
+        default=None,
+        description="For `merged`: the cosine between the item and the stored attribute.",
+    )
+    problem: BatchItemProblem | None = None
+
+
+class AttributeBatchOut(BaseModel):
+    user_id: str
+    results: list[AttributeBatchResult] = Field(description="One per item, in order.")
+    created: int
+    merged: int
+    rejected: int
 
 
 class AuditEntryOut(BaseModel):

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.store.models import Attribute, AuditEntry, Evidence, User, utcnow
@@ -104,7 +104,33 @@ class AttributeRepository:
         return (await self.session.scalars(stmt)).one_or_none()
 
     async def create(self, user: User, data: AttributeIn, *, actor: str) -> Attribute:
-        attribute = Attribute(
+        attribute = self._new(user, data)
+        self.session.add(attribute)
+        await self.session.flush()
+        self._audit(attribute, "created", actor, before=None, after=snapshot(attribute))
+        return attribute
+
+    async def create_many(
+        self, user: User, items: Sequence[AttributeIn], *, actor: str
+    ) -> list[Attribute]:
+        """New active attributes, in order, with their evidence and a `created` audit entry
+        each. The attributes go out in one flush (one batched INSERT: their ids are made here)
+        and the audit entries in one executemany, not one INSERT ... RETURNING per entry."""
+        attributes = [self._new(user, data) for data in items]
+        self.session.add_all(attributes)
+        await self.session.flush()
+        if attributes:
+            await self.session.execute(
+                insert(AuditEntry),
+                [
+                    self._audit_row(a, "created", actor, before=None, after=snapshot(a))
+                    for a in attributes
+                ],
+            )
+        return attributes
+
+    def _new(self, user: User, data: AttributeIn) -> Attribute:
+        return Attribute(
             tenant_id=self.tenant_id,
             user_id=user.id,
             text=data.text,
@@ -124,10 +150,6 @@ class AttributeRepository:
                 for e in data.evidence
             ],
         )
-        self.session.add(attribute)
-        await self.session.flush()
-        self._audit(attribute, "created", actor, before=None, after=snapshot(attribute))
-        return attribute
 
     async def update(
         self,
@@ -178,6 +200,35 @@ class AttributeRepository:
         self._audit(attribute, "evidence_added", actor, before=before, after=snapshot(attribute))
         return attribute
 
+    async def merge_evidence(
+        self, attribute: Attribute, evidence: Sequence[EvidenceIn], *, actor: str
+    ) -> bool:
+        """A restatement written through the API: add the quotes the attribute does not hold
+        yet, with one `evidence_added` audit entry; False (and nothing written) when it
+        already holds them all."""
+        held = {(e.message_index, e.quote) for e in attribute.evidence}
+        new: list[EvidenceIn] = []
+        for e in evidence:
+            if (e.message_index, e.quote) not in held:
+                held.add((e.message_index, e.quote))
+                new.append(e)
+        if not new:
+            return False
+        before = snapshot(attribute)
+        for e in new:
+            attribute.evidence.append(
+                Evidence(
+                    tenant_id=self.tenant_id,
+                    user_id=attribute.user_id,
+                    message_index=e.message_index,
+                    quote=e.quote,
+                )
+            )
+        attribute.updated_at = utcnow()
+        await self.session.flush()
+        self._audit(attribute, "evidence_added", actor, before=before, after=snapshot(attribute))
+        return True
+
     async def supersede(self, old: Attribute, new: Attribute, *, actor: str) -> None:
         before = snapshot(old)
         old.status = "superseded"
@@ -219,13 +270,24 @@ class AttributeRepository:
         after: dict[str, Any] | None,
     ) -> None:
         self.session.add(
-            AuditEntry(
-                tenant_id=self.tenant_id,
-                user_id=attribute.user_id,
-                attribute_id=attribute.id,
-                action=action,
-                actor=actor,
-                before=before,
-                after=after,
-            )
+            AuditEntry(**self._audit_row(attribute, action, actor, before=before, after=after))
         )
+
+    def _audit_row(
+        self,
+        attribute: Attribute,
+        action: str,
+        actor: str,
+        *,
+        before: dict[str, Any] | None,
+        after: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        return {
+            "tenant_id": self.tenant_id,
+            "user_id": attribute.user_id,
+            "attribute_id": attribute.id,
+            "action": action,
+            "actor": actor,
+            "before": before,
+            "after": after,
+        }

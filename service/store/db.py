@@ -3,13 +3,21 @@
 On SQLite the engine also watches the database file itself: every commit first checks that the
 path still names the file the connections opened. A deleted (or replaced) file keeps working
 through its open descriptors, so without this check writes would succeed, answer 201, and be gone
-after a restart; with it the commit fails with ``DatabaseUnavailable`` (503)."""
+after a restart; with it the commit fails with ``DatabaseUnavailable`` (503).
+
+On SQLite every transaction is a write transaction (``BEGIN IMMEDIATE``) and the file takes one
+writer at a time, so the transactions of this process first queue on an asyncio lock per file
+(``_WriteGate``, first come first served) and only then ask SQLite for its lock; SQLite's
+busy_timeout is left for other processes (the CLI, another replica)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
-from collections.abc import AsyncIterator
+import threading
+import weakref
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +35,7 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 from sqlalchemy.pool import ConnectionPoolEntry
+from sqlalchemy.util.concurrency import await_, in_greenlet
 
 from service.config import Settings
 from service.store.models import HealthCheck, utcnow
@@ -113,8 +122,99 @@ def _main_file(dbapi_conn: DBAPIConnection) -> str:
         cursor.close()
 
 
+# How long a transaction waits for the other write transactions of this process before it is
+# refused as busy (503 with Retry-After). The queue is first come first served, so this is only
+# reached when a transaction holds the database for far longer than any request should.
+WRITE_QUEUE_TIMEOUT_S = 30.0
+# How long SQLite itself waits for a writer of another process (the CLI, another replica).
+BUSY_TIMEOUT_MS = 5000
+
+
+class _WriteGate:
+    """One SQLite file's write lock as seen by one event loop: the connection that holds it and
+    the asyncio lock the others queue on.
+
+    Without it, concurrent transactions of one process all wait inside SQLite's busy handler,
+    which polls with sleeps growing to 100 ms, favours newcomers over the longest waiter and
+    gives up after busy_timeout: with 32 concurrent writers some requests got `database is
+    locked` (503 `database-unavailable`). An asyncio lock
+    queues them in order, costs nothing while waiting and hands over as soon as the holder's
+    COMMIT or ROLLBACK has returned."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = weakref.ref(loop)  # not a strong one: _GATES is keyed weakly by the loop
+        self.lock = asyncio.Lock()
+        self.holder: int | None = None  # id() of the DB-API connection in a transaction
+
+    async def acquire(self, holder: int) -> None:
+        try:
+            async with asyncio.timeout(WRITE_QUEUE_TIMEOUT_S):
+                await self.lock.acquire()
+        except TimeoutError:
+            raise DatabaseUnavailable(
+                "the database is busy",
+                f"waited {WRITE_QUEUE_TIMEOUT_S:g} s for this process's other write transactions",
+                retry_after=1,
+            ) from None
+        self.holder = holder
+
+    def release(self, holder: int) -> None:
+        if self.holder != holder:
+            return
+        self.holder = None
+        loop = self.loop()
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            self.lock.release()
+        elif loop is not None and not loop.is_closed():  # finalized on another thread
+            loop.call_soon_threadsafe(self.lock.release)
+
+
+# Per event loop (tests run several), per database file: every engine of the process on the
+# same file shares one queue.
+_GATES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _WriteGate]] = (
+    weakref.WeakKeyDictionary()
+)
+_GATES_GUARD = threading.Lock()
+
+
+def _gate(key: str) -> _WriteGate:
+    loop = asyncio.get_running_loop()
+    with _GATES_GUARD:
+        gates = _GATES.setdefault(loop, {})
+        gate = gates.get(key)
+        if gate is None:
+            gate = gates[key] = _WriteGate(loop)
+        return gate
+
+
+def _gate_key(engine: AsyncEngine) -> str:
+    database = engine.url.database or ""
+    if database in ("", ":memory:") or database.startswith("file:"):
+        return f"engine:{id(engine)}"  # in-memory or URI databases: this engine's own
+    return os.path.realpath(database)
+
+
+def _raw(connection: Any) -> int:
+    """The DB-API connection under a pool proxy (or the connection itself), by id()."""
+    return id(getattr(connection, "dbapi_connection", None) or connection)
+
+
 def _sqlite_events(engine: AsyncEngine) -> _SqliteFile:
     watched = _SqliteFile()
+    key = _gate_key(engine)
+    held: dict[int, _WriteGate] = {}  # connection id -> the gate it holds
+
+    def release(connection: Any) -> None:
+        if connection is None:
+            return
+        raw = _raw(connection)
+        gate = held.pop(raw, None)
+        if gate is not None:
+            gate.release(raw)
 
     def on_connect(dbapi_conn: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
         # The sqlite3 driver's own transaction handling issues no BEGIN before a SAVEPOINT, so
@@ -127,22 +227,60 @@ def _sqlite_events(engine: AsyncEngine) -> _SqliteFile:
         cursor = dbapi_conn.cursor()
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA busy_timeout=5000")
+        cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         cursor.close()
 
     def on_begin(conn: Connection) -> None:
-        # IMMEDIATE takes the write lock up front: concurrent transactions queue on
-        # busy_timeout instead of failing with SQLITE_BUSY when a reader later tries to write.
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        # First this process's queue (see _WriteGate), then SQLite's lock. IMMEDIATE takes the
+        # write lock up front: a transaction that reads and then writes cannot fail with
+        # SQLITE_BUSY halfway; a writer of another process is waited for up to busy_timeout.
+        raw = _raw(conn.connection)
+        if raw not in held and in_greenlet():  # (a sync engine outside asyncio: no queue)
+            gate = _gate(key)
+            await_(gate.acquire(raw))
+            held[raw] = gate
+        try:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        except BaseException:
+            release(conn.connection)
+            raise
 
     def on_commit(_conn: Connection) -> None:
         # Runs before the COMMIT is sent: raising here leaves the transaction uncommitted (the
         # pool rolls it back when the connection is returned).
         watched.check()
 
+    def after(method: Callable[[Any], None], *, always: bool) -> Callable[[Any], None]:
+        """``method`` (the dialect's COMMIT or ROLLBACK), then the queue's next transaction.
+        A failed COMMIT keeps the gate: the transaction is still open until its ROLLBACK."""
+
+        def wrapped(dbapi_connection: Any) -> None:
+            try:
+                method(dbapi_connection)
+            except BaseException:
+                if always:
+                    release(dbapi_connection)
+                raise
+            release(dbapi_connection)
+
+        return wrapped
+
+    dialect = engine.sync_engine.dialect
+    # The pool's reset-on-return calls the same dialect methods, so a connection given back in
+    # a transaction also releases the gate once rolled back.
+    setattr(dialect, "do_commit", after(dialect.do_commit, always=False))  # noqa: B010
+    setattr(dialect, "do_rollback", after(dialect.do_rollback, always=True))  # noqa: B010
+
+    def on_gone(dbapi_conn: Any, *_args: Any) -> None:
+        # Safety net: a connection checked in, invalidated, closed or detached no longer holds
+        # a transaction, whatever path it took there.
+        release(dbapi_conn)
+
     event.listen(engine.sync_engine, "connect", on_connect)
     event.listen(engine.sync_engine, "begin", on_begin)
     event.listen(engine.sync_engine, "commit", on_commit)
+    for name in ("checkin", "invalidate", "close", "close_detached", "detach"):
+        event.listen(engine.sync_engine.pool, name, on_gone)
     return watched
 
 
