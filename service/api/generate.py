@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncGenerator, AsyncIterator
-from contextlib import aclosing
-from typing import Any
-
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
 from service import metrics
 from service.api.deps import AuthOnlyDep, LLMDep, StateDep, get_models
-from service.api.errors import problem_body
-from service.api.pipeline_errors import llm_problem
 from service.api.responses import LLM_PROBLEMS
-from service.llm.base import LLMError
+from service.api.sse import sse_doc, stream_reply
 from service.pipeline import generate as generation
 from service.pipeline import turn
 from service.pipeline.select import Scored, stored_items
@@ -24,14 +17,11 @@ from service.store.db import transaction
 
 router = APIRouter(prefix="/v1", tags=["pipeline"])
 
-SSE_DOC: dict[int | str, dict[str, Any]] = {
-    200: {
-        "description": "JSON, or with `stream: true` server-sent events: `attributes` (the "
-        'attributes used), then `delta` events `{"text"}`, then `done` `{"reply"}`; a '
-        "failure after the stream started is an `error` event carrying a problem document.",
-        "content": {"text/event-stream": {"schema": {"type": "string"}}},
-    }
-}
+SSE_DOC = sse_doc(
+    "JSON, or with `stream: true` server-sent events: `attributes` (the attributes used), "
+    'then `delta` events `{"text"}`, then `done` `{"reply"}`; a failure after the stream '
+    "started is an `error` event carrying a problem document."
+)
 
 
 def used_out(used: list[Scored]) -> list[UsedAttribute]:
@@ -69,7 +59,7 @@ async def generate(
             llm, conversation, [s.text for s in used], max_tokens=max_tokens,
             temperature=temperature,
         )  # fmt: skip
-        return await _event_stream(deltas, used)
+        return await stream_reply(deltas, [a.model_dump() for a in used_out(used)])
     result = await turn.reply(
         llm,
         conversation,
@@ -92,45 +82,4 @@ async def generate(
             completion_tokens=sum(c.completion_tokens for c in completions),
             latency_s=max(c.latency_s for c in completions),
         ),
-    )
-
-
-def _event(name: str, data: object) -> bytes:
-    return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
-
-
-async def _event_stream(deltas: AsyncGenerator[str, None], used: list[Scored]) -> StreamingResponse:
-    # Wait for the first delta before answering: a backend that is down or too slow then gets
-    # its proper 503/504 problem response instead of a 200 stream that fails at once.
-    try:
-        first = await anext(deltas)
-    except StopAsyncIteration:
-        first = ""
-    except LLMError:
-        metrics.GENERATIONS.labels("personalized", "error").inc()
-        await deltas.aclose()
-        raise
-
-    async def events() -> AsyncIterator[bytes]:
-        parts = [first]
-        async with aclosing(deltas):
-            yield _event("attributes", [a.model_dump() for a in used_out(used)])
-            if first:
-                yield _event("delta", {"text": first})
-            try:
-                async for delta in deltas:
-                    parts.append(delta)
-                    yield _event("delta", {"text": delta})
-            except LLMError as exc:
-                metrics.GENERATIONS.labels("personalized", "error").inc()
-                problem = llm_problem(exc)
-                yield _event(
-                    "error", problem_body(problem.status, problem.detail, slug=problem.slug)
-                )
-                return
-        metrics.GENERATIONS.labels("personalized", "ok").inc()
-        yield _event("done", {"reply": "".join(parts)})
-
-    return StreamingResponse(
-        events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
     )

@@ -246,6 +246,11 @@ class TurnRequest(StrictModel):
     extract: bool = Field(
         default=True, description="Queue extraction of the user's facts from these messages."
     )
+    stream: bool = Field(
+        default=False,
+        description="Answer with server-sent events; the job is queued only once the reply "
+        "is complete.",
+    )
     max_tokens: int | None = Field(default=None, ge=1, le=4096)
     temperature: float | None = Field(default=None, ge=0, le=2)
 

@@ -17,7 +17,7 @@ import pytest_asyncio
 from service.app import create_app
 from tests.api.conftest import serving
 from tests.conftest import Api, Database, bearer
-from tests.llm.conftest import FakeLLMServer, Reply, completion
+from tests.llm.conftest import FakeLLMServer, Reply, chunk, completion
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -150,12 +150,152 @@ async def test_llm_down_when_unreachable(turn_api: Api, tmp_path: Path) -> None:
     assert r.json()["type"] == "urn:tailor:problem:llm-unavailable"
 
 
+def streamed(*parts: str) -> Reply:
+    return Reply(sse=[chunk(role="assistant"), *(chunk(p) for p in parts), "data: [DONE]"])
+
+
+async def stream_turn(
+    api: Api, key: str, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> list[tuple[str, Any]]:
+    """The (event, data) pairs of a streamed turn, in order."""
+    async with api.client.stream(
+        "POST", "/v1/turns", json=body | {"stream": True}, headers=bearer(key) | (headers or {})
+    ) as r:
+        assert r.status_code == 200, await r.aread()
+        assert r.headers["content-type"].startswith("text/event-stream")
+        raw = (await r.aread()).decode()
+    events = []
+    for block in raw.strip().split("\n\n"):
+        name, data = block.split("\n")
+        events.append((name.removeprefix("event: "), json.loads(data.removeprefix("data: "))))
+    return events
+
+
+async def test_streamed_turn_names_the_job_first_and_queues_it_once_done(
+    turn_api: Api, llm: FakeLLMServer
+) -> None:
+    key = await turn_api.new_tenant()
+    llm.reply(streamed("Overnight ", "oats are ", "quick."))
+    events = await stream_turn(turn_api, key, {"user_id": "u1", "messages": MESSAGES})
+    assert [name for name, _ in events] == ["attributes", "delta", "delta", "delta", "done"]
+    opening = events[0][1]
+    assert opening["attributes_used"] == [] and opening["job_id"]
+    assert [data for name, data in events if name == "delta"] == [
+        {"text": "Overnight "},
+        {"text": "oats are "},
+        {"text": "quick."},
+    ]
+    assert events[-1] == ("done", {"reply": "Overnight oats are quick."})
+    # Committed before `done` was sent: the announced job exists at once.
+    r = await turn_api.client.get(f"/v1/jobs/{opening['job_id']}", headers=bearer(key))
+    assert r.status_code == 200, r.text
+    job = await wait_for_job(turn_api, key, opening["job_id"])
+    assert job["status"] == "succeeded" and job["attempts"] == 1, job
+    assert job["kind"] == "extract" and job["user_id"] == "u1"
+    r = await turn_api.client.get("/v1/users/u1/attributes", headers=bearer(key))
+    assert [a["text"] for a in r.json()["items"]] == ["The user works as a nurse at night."]
+    # The reply was asked for as a stream.
+    assert llm.requests[0].body["stream"] is True
+
+
+async def test_streamed_turn_failing_mid_stream_writes_nothing(
+    turn_api: Api, llm: FakeLLMServer
+) -> None:
+    key = await turn_api.new_tenant()
+    llm.reply(
+        Reply(
+            sse=[
+                chunk(role="assistant"),
+                chunk("Overnight "),
+                "data: " + json.dumps({"error": {"message": "the GPU fell over"}}),
+            ]
+        )
+    )
+    events = await stream_turn(turn_api, key, {"user_id": "u1", "messages": MESSAGES})
+    assert [name for name, _ in events] == ["attributes", "delta", "error"]
+    job_id = events[0][1]["job_id"]
+    assert job_id
+    problem = events[-1][1]
+    assert problem["type"] == "urn:tailor:problem:llm-bad-response" and problem["status"] == 502
+    assert "the GPU fell over" in problem["detail"]
+    # Neither the announced job nor the user row was written.
+    r = await turn_api.client.get(f"/v1/jobs/{job_id}", headers=bearer(key))
+    assert r.status_code == 404, r.text
+    r = await turn_api.client.get("/v1/users/u1/export", headers=bearer(key))
+    assert r.status_code == 404
+
+
+async def test_streamed_turn_with_the_backend_down_is_a_problem(
+    turn_api: Api, llm: FakeLLMServer
+) -> None:
+    """Down before the first delta: the usual 503 problem response, no stream, no write."""
+    key = await turn_api.new_tenant()
+    llm.fallback = Reply(status=503, json={"error": {"message": "down"}})
+    r = await turn_api.client.post(
+        "/v1/turns",
+        json={"user_id": "u1", "messages": MESSAGES, "stream": True},
+        headers=bearer(key),
+    )
+    assert r.status_code == 503, r.text
+    assert r.json()["type"] == "urn:tailor:problem:llm-unavailable"
+    r = await turn_api.client.get("/v1/users/u1/export", headers=bearer(key))
+    assert r.status_code == 404
+
+
+async def test_streamed_turn_without_extraction_has_no_job(
+    turn_api: Api, llm: FakeLLMServer
+) -> None:
+    key = await turn_api.new_tenant()
+    llm.reply(streamed("Hi!"))
+    events = await stream_turn(
+        turn_api, key, {"user_id": "u1", "messages": MESSAGES, "extract": False}
+    )
+    assert events == [
+        ("attributes", {"attributes_used": [], "job_id": None}),
+        ("delta", {"text": "Hi!"}),
+        ("done", {"reply": "Hi!"}),
+    ]
+    r = await turn_api.client.get("/v1/users/u1/export", headers=bearer(key))
+    assert r.status_code == 404
+
+
+async def test_streamed_turn_retried_with_its_key_replays_json_and_queues_no_second_job(
+    turn_api: Api, llm: FakeLLMServer
+) -> None:
+    key = await turn_api.new_tenant()
+    llm.reply(streamed("Overnight oats."))
+    body = {"user_id": "u1", "messages": MESSAGES}
+    events = await stream_turn(turn_api, key, body, {"Idempotency-Key": "turn-1"})
+    job_id = events[0][1]["job_id"]
+    assert events[-1] == ("done", {"reply": "Overnight oats."})
+    r = await turn_api.client.post(
+        "/v1/turns",
+        json=body | {"stream": True},
+        headers=bearer(key) | {"Idempotency-Key": "turn-1"},
+    )
+    assert r.status_code == 200, r.text
+    assert r.headers["idempotent-replayed"] == "true"
+    assert r.headers["content-type"].startswith("application/json")
+    replay = r.json()
+    assert replay["reply"] == "Overnight oats." and replay["job_id"] == job_id
+    assert replay["attributes_used"] == [] and replay["usage"]["latency_s"] >= 0
+    assert len(llm.requests) == 1  # the retry asked the LLM nothing
+    await wait_for_job(turn_api, key, job_id)
+    r = await turn_api.client.get("/v1/users/u1/export", headers=bearer(key))
+    assert r.status_code == 200
+    assert [j["id"] for j in r.json()["jobs"]] == [job_id]
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
     [
         ({"messages": [{"role": "user", "content": "x"}]}, "body.user_id"),
         ({"user_id": "u1", "messages": [{"role": "assistant", "content": "x"}]}, "body.messages"),
         ({"user_id": "bad id!", "messages": [{"role": "user", "content": "x"}]}, "body.user_id"),
+        (
+            {"user_id": "u1", "messages": [{"role": "user", "content": "x"}], "stream": 1},
+            "body.stream",
+        ),
     ],
 )
 async def test_turn_validation(turn_api: Api, body: dict[str, Any], field: str) -> None:
