@@ -13,6 +13,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from service import __version__
 from service.api import (
     attributes,
+    console,
     db_errors,
     errors,
     extract,
@@ -136,7 +137,9 @@ def create_app(
     app.include_router(generate.router)
     app.include_router(turns.router)
     app.include_router(jobs.router)
+    app.include_router(jobs.user_router)
     app.include_router(eval_api.router)
+    app.include_router(console.router)
 
     # Added last = outermost: metrics see every request, including 413s.
     app.add_middleware(IdempotencyMiddleware, state_holder=app)

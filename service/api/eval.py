@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, BackgroundTasks, File, Path, Request, UploadFile
+from fastapi import APIRouter, BackgroundTasks, File, Path, Query, Request, UploadFile
 from fastapi.responses import Response
 from starlette.convertors import StringConvertor, register_url_convertor
 
@@ -17,7 +17,7 @@ from service.api.responses import PROBLEMS
 from service.evaluation import report, uploads
 from service.evaluation.worker import dataset_dir
 from service.schemas.common import ID_PATTERN
-from service.schemas.eval import EvalAccepted, EvalRequest, EvalRunOut, UploadOut
+from service.schemas.eval import EvalAccepted, EvalRequest, EvalRunList, EvalRunOut, UploadOut
 from service.state import AppState
 from service.store import evalruns
 from service.store.models import EvalRun
@@ -154,6 +154,33 @@ def _out(run: EvalRun) -> EvalRunOut:
         created_at=run.created_at,
         started_at=run.started_at,
         finished_at=run.finished_at,
+    )
+
+
+@router.get("", response_model=EvalRunList, responses=PROBLEMS)
+async def list_runs(
+    session: SessionDep,
+    caller: CallerDep,
+    status: Annotated[
+        Literal["queued", "running", "succeeded", "failed"] | None,
+        Query(description="Only runs in this status; all of them when left out."),
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    cursor: Annotated[str | None, Query(pattern=ID_PATTERN)] = None,
+) -> EvalRunList:
+    """The tenant's evaluation runs, newest first, each as GET /v1/eval/{run_id} answers it.
+    `limit` and `cursor` paginate."""
+    rows = await evalruns.list_runs(
+        session,
+        caller.tenant_id,
+        statuses=None if status is None else (status,),
+        before_id=cursor,
+        limit=limit + 1,
+    )
+    page = rows[:limit]
+    return EvalRunList(
+        items=[_out(run) for run in page],
+        next_cursor=page[-1].id if len(rows) > limit else None,
     )
 
 

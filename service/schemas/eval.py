@@ -72,6 +72,11 @@ class EvalRunOut(BaseModel):
     finished_at: datetime | None
 
 
+class EvalRunList(BaseModel):
+    items: list[EvalRunOut] = Field(description="Newest first.")
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null at end.")
+
+
 class UploadOut(BaseModel):
     upload_id: str
     files: list[str] = Field(description="The .jsonl files found, relative to the dataset root.")

@@ -28,6 +28,11 @@ class JobStatusOut(BaseModel):
     run_after: datetime = Field(description="Earliest time of the next attempt while queued.")
 
 
+class JobList(BaseModel):
+    items: list[JobStatusOut] = Field(description="Newest first.")
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null at end.")
+
+
 def job_status_out(job: Job, external_user_id: str | None) -> JobStatusOut:
     return JobStatusOut(
         id=job.id,

@@ -4,6 +4,7 @@ left behind by a dead process."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -25,6 +26,25 @@ async def create(session: AsyncSession, tenant_id: str, params: dict[str, Any]) 
 async def get(session: AsyncSession, tenant_id: str, run_id: str) -> EvalRun | None:
     stmt = select(EvalRun).where(EvalRun.tenant_id == tenant_id, EvalRun.id == run_id)
     return (await session.scalars(stmt)).one_or_none()
+
+
+async def list_runs(
+    session: AsyncSession,
+    tenant_id: str,
+    *,
+    statuses: Sequence[str] | None = None,
+    before_id: str | None = None,
+    limit: int = 50,
+) -> list[EvalRun]:
+    """The tenant's runs, newest first: ids are time-ordered, so a page continues below the
+    last id of the one before."""
+    stmt = select(EvalRun).where(EvalRun.tenant_id == tenant_id)
+    if statuses:
+        stmt = stmt.where(EvalRun.status.in_(statuses))
+    if before_id is not None:
+        stmt = stmt.where(EvalRun.id < before_id)
+    stmt = stmt.order_by(EvalRun.id.desc()).limit(limit)
+    return list((await session.scalars(stmt)).all())
 
 
 async def unfinished(session: AsyncSession) -> list[EvalRun]:

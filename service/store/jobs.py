@@ -4,6 +4,7 @@ tenants (one queue per database) and every state change a worker makes is guarde
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -50,15 +51,18 @@ class JobRepository:
         kind: str,
         payload: dict[str, Any],
         max_attempts: int | None = None,
+        job_id: str | None = None,
     ) -> Job:
         """Adds the job in the caller's transaction without committing: it becomes visible to
         workers exactly when the request that created it commits. ``user_id`` is the internal
-        ``users.id`` (so erasing the user erases the job)."""
+        ``users.id`` (so erasing the user erases the job); ``job_id`` an id reserved earlier
+        (a streamed turn names its job before the reply is done), else a new one."""
         attempts = self.default_max_attempts if max_attempts is None else max_attempts
         if attempts < 1:
             raise ValueError("max_attempts must be at least 1")
         now = utcnow()
         job = Job(
+            **({} if job_id is None else {"id": job_id}),
             tenant_id=tenant_id,
             user_id=user_id,
             kind=kind,
@@ -87,6 +91,25 @@ class JobRepository:
         )
         row = (await self.session.execute(stmt)).one_or_none()
         return None if row is None else (row[0], row[1])
+
+    async def list_for_user(
+        self,
+        tenant_id: str,
+        user_id: str,
+        *,
+        statuses: Sequence[str] | None = None,
+        before_id: str | None = None,
+        limit: int = 50,
+    ) -> list[Job]:
+        """One user's jobs (``user_id`` is the internal ``users.id``), newest first: ids are
+        time-ordered, so a page continues below the last id of the one before."""
+        stmt = select(Job).where(Job.tenant_id == tenant_id, Job.user_id == user_id)
+        if statuses:
+            stmt = stmt.where(Job.status.in_(statuses))
+        if before_id is not None:
+            stmt = stmt.where(Job.id < before_id)
+        stmt = stmt.order_by(Job.id.desc()).limit(limit)
+        return list((await self.session.scalars(stmt)).all())
 
     # --- workers --------------------------------------------------------------------------
 
