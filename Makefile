@@ -59,6 +59,7 @@ $(SERVE_STAMP): pyproject.toml
 
 $(DEV_STAMP): $(SERVE_STAMP)
 	$(BIN)/pip install -q -e '.[cpu,dev,train,reports]'
+	$(BIN)/pip install -q -e clients/python
 	touch $@
 
 install-serve: $(SERVE_STAMP)
@@ -69,14 +70,23 @@ serve: install-serve
 	$(BIN)/tailor serve --host $(HOST) --port $(PORT)
 
 lint: install
-	$(BIN)/ruff check service tests bench migrations
-	$(BIN)/ruff format --check service tests bench migrations
+	$(BIN)/ruff check service tests bench migrations clients
+	$(BIN)/ruff format --check service tests bench migrations clients
 	$(BIN)/lint-imports
 
 typecheck: install
 	$(BIN)/mypy
 
-pytest: install
+# Headless Chromium from Debian for tests/test_console_browser.py (the operator console),
+# installed once when missing; no browser is downloaded at run time.
+.PHONY: browser
+browser:
+	@test -x /usr/bin/chromium || { \
+		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$SUDO apt-get update -qq && \
+		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
+
+pytest: install browser
 	$(BIN)/pytest -q -ra
 
 test: lint typecheck pytest

@@ -4,8 +4,10 @@ intervals, beside the published reference figures quoted in DESIGN.md)."""
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from service.evaluation.personafeedback import TIERS
 
 # Published figures quoted in DESIGN.md ("PersonaFeedback"): (label, low, high). A single
 # figure has low == high; the off-the-shelf reward models are quoted as a range.
@@ -24,6 +26,18 @@ def _ci(ci: Any) -> str:
     if not isinstance(ci, list) or len(ci) != 2:
         return "n/a"
     return f"{100 * ci[0]:.1f}-{100 * ci[1]:.1f}%"
+
+
+def ordered_keys(keys: Iterable[str]) -> list[str]:
+    """``split/tier`` keys by split (alphabetically), then tier in its natural order (easy,
+    medium, hard), any other tier after those alphabetically. (The results hold them sorted
+    as strings, which puts hard before medium.)"""
+
+    def rank(key: str) -> tuple[str, int, str]:
+        split, _, tier = key.rpartition("/")
+        return (split, TIERS.index(tier) if tier in TIERS else len(TIERS), tier)
+
+    return sorted(keys, key=rank)
 
 
 def markdown(run: Mapping[str, Any], chart_url: str | None = None) -> str:
@@ -50,7 +64,9 @@ def markdown(run: Mapping[str, Any], chart_url: str | None = None) -> str:
         "| split/tier | n | accuracy | 95% CI |",
         "|---|---:|---:|---|",
     ]
-    for key, cell in (results.get("by_split_tier") or {}).items():
+    cells: Mapping[str, Any] = results.get("by_split_tier") or {}
+    for key in ordered_keys(cells):
+        cell = cells[key]
         lines.append(f"| {key} | {cell['n']} | {_pct(cell['accuracy'])} | {_ci(cell['ci95'])} |")
     for name, group in (results.get("by_group") or {}).items():
         lines.append(
@@ -77,6 +93,12 @@ def markdown(run: Mapping[str, Any], chart_url: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def label_heights(accuracy: Sequence[float], above: Sequence[float]) -> list[float]:
+    """Where each bar's value label starts: just above the top of its error bar (accuracy plus
+    the interval's upper half), so the label and the bar's cap never overlap."""
+    return [a + h + 0.015 for a, h in zip(accuracy, above, strict=True)]
+
+
 class ChartUnavailable(RuntimeError):
     """matplotlib is not installed: charts come with the `reports` extra."""
 
@@ -96,18 +118,20 @@ def chart_png(results: Mapping[str, Any], title: str = "PersonaFeedback accuracy
     from matplotlib.figure import Figure
 
     cells: Mapping[str, Any] = results.get("by_split_tier") or {}
-    keys = list(cells)
+    keys = ordered_keys(cells)
     acc = [float(cells[k]["accuracy"]) for k in keys]
     low = [max(0.0, a - float(cells[k]["ci95"][0])) for a, k in zip(acc, keys, strict=True)]
     high = [max(0.0, float(cells[k]["ci95"][1]) - a) for a, k in zip(acc, keys, strict=True)]
+    tops = label_heights(acc, high)
 
     # A Figure (not pyplot) keeps no global state, so concurrent requests cannot mix charts.
     fig = Figure(figsize=(7.5, 4.2), dpi=100)
     ax = fig.subplots()
     positions = list(range(len(keys)))
     ax.bar(positions, acc, yerr=[low, high], capsize=4, color="#4C72B0", label="this run")
-    for x, a in zip(positions, acc, strict=True):
-        ax.text(x, a + 0.02, f"{100 * a:.1f}", ha="center", fontsize=8)
+    for x, a, y in zip(positions, acc, tops, strict=True):
+        # Above the error bar's cap, never across it.
+        ax.text(x, y, f"{100 * a:.1f}", ha="center", va="bottom", fontsize=8)
     styles = ("--", ":", "-.")
     for (label, ref_low, ref_high), style in zip(REFERENCES, styles, strict=True):
         if ref_low == ref_high:
@@ -116,7 +140,7 @@ def chart_png(results: Mapping[str, Any], title: str = "PersonaFeedback accuracy
             ax.axhspan(ref_low, ref_high, color="#DD8452", alpha=0.25, label=label)
     ax.axhline(0.5, color="grey", linewidth=0.8, label="chance")
     ax.set_xticks(positions, keys, rotation=20, fontsize=8)
-    ax.set_ylim(0, 1.05)
+    ax.set_ylim(0, max([1.05, *(y + 0.07 for y in tops)]))
     ax.set_ylabel("accuracy")
     ax.set_title(f"{title} — judge {results.get('judge', '?')}, n={results.get('n', 0)}")
     ax.legend(fontsize=7, loc="lower right")

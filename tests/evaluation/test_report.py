@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from service.evaluation.report import REFERENCES, chart_png, markdown
+from service.evaluation.report import (
+    REFERENCES,
+    chart_png,
+    label_heights,
+    markdown,
+    ordered_keys,
+)
 
 RESULTS: dict[str, Any] = {
     "accuracy": 0.75,
@@ -43,3 +49,52 @@ def test_chart_is_a_png() -> None:
     png = chart_png(RESULTS)
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(png) > 5000
+
+
+def test_tiers_are_in_their_natural_order() -> None:
+    # As the runner stores them: sorted as strings, so hard before medium.
+    keys = [
+        "general/easy",
+        "general/hard",
+        "general/medium",
+        "specific/easy",
+        "specific/extreme",
+        "specific/hard",
+        "specific/beyond",
+        "specific/medium",
+    ]
+    assert ordered_keys(keys) == [
+        "general/easy",
+        "general/medium",
+        "general/hard",
+        "specific/easy",
+        "specific/medium",
+        "specific/hard",
+        "specific/beyond",
+        "specific/extreme",
+    ]
+    assert ordered_keys(["hard", "medium", "easy"]) == ["easy", "medium", "hard"]
+
+
+def test_markdown_lists_tiers_in_their_natural_order() -> None:
+    cell = {"accuracy": 0.5, "n": 2, "ci95": [0.0, 1.0]}
+    results = {
+        "by_split_tier": {k: cell for k in ("specific/easy", "specific/hard", "specific/medium")}
+    }
+    text = markdown({"run_id": "r", "params": {}, "results": results})
+    rows = [
+        line.split("|")[1].strip() for line in text.splitlines() if line.startswith("| specific/")
+    ]
+    assert rows == ["specific/easy", "specific/medium", "specific/hard"]
+
+
+def test_value_labels_sit_above_the_error_bars() -> None:
+    accuracy, above = [0.8, 0.3, 0.95], [0.15, 0.02, 0.05]
+    for a, h, y in zip(accuracy, above, label_heights(accuracy, above), strict=True):
+        assert y > a + h
+
+
+def test_chart_with_a_full_interval_is_a_png() -> None:
+    cell = {"accuracy": 1.0, "n": 3, "ci95": [1.0, 1.0]}
+    png = chart_png({"by_split_tier": {"specific/hard": cell, "specific/easy": cell}})
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
