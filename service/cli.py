@@ -310,11 +310,13 @@ def _train(args: argparse.Namespace, settings: Settings) -> int:
 
     logging.basicConfig(level=logging.INFO)
     config = TrainConfig(
-        epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, max_length=args.max_length
+        epochs=args.epochs or 2, batch_size=args.batch_size, lr=args.lr, max_length=args.max_length
     )
     base = Path(args.base) if args.base else None
     out = Path(args.out)
     cache = cache_dir(settings)
+    if args.task == "relevance-adapter":
+        return _train_relevance_adapter(args, settings)
     if args.task == "extractor":
         metrics = run.train_extractor(Path(args.data), out, base, config, cache)
     elif args.task == "verifier":
@@ -329,6 +331,37 @@ def _train(args: argparse.Namespace, settings: Settings) -> int:
             return 2
         metrics = run.train_reward(Path(args.data), out, base, config, cache, Path(args.topics))
     print(json.dumps({k: metrics[k] for k in ("task", "validation")}))
+    return 0
+
+
+def _train_relevance_adapter(args: argparse.Namespace, settings: Settings) -> int:
+    """The adapter of the relevance model in ``--out``, trained on the corpus folder ``--data``
+    and combined with that model's served graph (service/training/relevance_adapter.py)."""
+    import json
+    import logging
+
+    from service.evaluation.batching import score_in_sorted_batches
+    from service.inference import cache_dir
+    from service.inference.embedder import Embedder
+    from service.inference.pair_classifier import PairClassifier
+    from service.training.relevance_adapter import AdapterConfig, train_relevance_adapter
+
+    logging.basicConfig(level=logging.INFO)
+    out = Path(args.out)
+    embedder = Embedder.load(settings.embedder_dir, cache_dir=cache_dir(settings))
+    card = json.loads((settings.embedder_dir / "tailor.json").read_text(encoding="utf-8"))
+    classifier = PairClassifier.load(out, provider="cpu", cache_dir=cache_dir(settings))
+    result = train_relevance_adapter(
+        Path(args.data),
+        out,
+        embedder.encode,
+        (str(card.get("base_model", settings.embedder_dir.name)), embedder.dim),
+        lambda pairs: score_in_sorted_batches(classifier.score, pairs),
+        AdapterConfig() if args.epochs is None else AdapterConfig(max_epochs=args.epochs),
+    )
+    print(
+        json.dumps({k: result[k] for k in ("epochs", "weight", "cap", "shortlist", "validation")})
+    )
     return 0
 
 
@@ -362,7 +395,7 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
     if args.benchmark == "verification":
         result = commands.eval_verification(settings, Path(args.data), model)
     elif args.benchmark == "relevance":
-        result = commands.eval_relevance(settings, Path(args.data), model)
+        result = commands.eval_relevance(settings, Path(args.data), model, pad_to=args.pad_to)
     elif args.benchmark == "extraction":
         result = commands.eval_extraction(
             settings,
@@ -432,7 +465,9 @@ def build_parser() -> argparse.ArgumentParser:
     admin.set_defaults(func=_admin)
 
     train = sub.add_parser("train", help="fine-tune and export a shipped cross-encoder")
-    train.add_argument("task", choices=["verifier", "relevance", "reward", "extractor"])
+    train.add_argument(
+        "task", choices=["verifier", "relevance", "relevance-adapter", "reward", "extractor"]
+    )
     train.add_argument(
         "--data",
         required=True,
@@ -443,7 +478,12 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--out", required=True, help="model directory, e.g. models/verifier")
     train.add_argument("--base", help="local Hugging Face checkpoint (default: all-MiniLM-L6-v2)")
     train.add_argument("--topics", help="reward: prefeval_implicit.jsonl, to hold out topics")
-    train.add_argument("--epochs", type=int, default=2)
+    train.add_argument(
+        "--epochs",
+        type=int,
+        default=None,
+        help="cross-encoders: 2 by default; relevance-adapter: the most epochs tried (8)",
+    )
     train.add_argument("--batch-size", type=int, default=16)
     train.add_argument("--lr", type=float, default=4e-5)
     train.add_argument("--max-length", type=int, default=128)
@@ -488,6 +528,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument(
         "--concurrency", type=int, default=1, help="extraction: conversations at once (llm)"
+    )
+    evaluate.add_argument(
+        "--pad-to",
+        type=int,
+        help="relevance: pad each profile with other profiles' facts (never relevant) up to this "
+        "many, as a long-lived user's memory (e.g. 90)",
     )
     evaluate.add_argument("--seed", type=int, default=0, help="random judge and bootstrap seed")
     evaluate.add_argument(

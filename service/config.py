@@ -129,7 +129,10 @@ class Settings(BaseSettings):
         default=32,
         ge=1,
         le=512,
-        description="Attributes the embedding prefilter passes to the relevance model.",
+        description=(
+            "Most attributes the embedding prefilter passes to the relevance cross-encoder; "
+            "with the relevance adapter, its card's shortlist when that is smaller."
+        ),
     )
     reply_max_tokens: int = Field(
         default=256, ge=1, le=4096, description="Default reply length limit (tokens)."

@@ -42,18 +42,44 @@ def eval_verification(settings: Settings, data: Path, model_dir: Path | None) ->
     return {"benchmark": "verification"} | result
 
 
-def eval_relevance(settings: Settings, data: Path, model_dir: Path | None) -> dict[str, Any]:
+def eval_relevance(
+    settings: Settings, data: Path, model_dir: Path | None, *, pad_to: int | None = None
+) -> dict[str, Any]:
+    """The relevance model as the service selects: with its adapter (when its card names one)
+    choosing the shortlist and sharing the final score, else the cross-encoder on every fact.
+    ``pad_to`` first pads each profile with other profiles' facts (a long-lived user)."""
+    from service.inference import cache_dir
     from service.inference.embedder import Embedder
+    from service.inference.relevance_adapter import RelevanceAdapter
 
     directory = model_dir or settings.models_dir / "relevance"
     classifier = _classifier(settings, "relevance", directory)
     config = json.loads((directory / "tailor.json").read_text(encoding="utf-8"))
     cap = int(config.get("cap", 6))
     rows = relevance.load_rows(data)
-    scores = relevance.pair_scores(rows, _batched(classifier))
+    if pad_to is not None:
+        rows = relevance.pad_rows(rows, pad_to, seed=13)
+    embedder = Embedder.load(settings.embedder_dir, cache_dir=cache_dir(settings))
+    adapter = RelevanceAdapter.load(directory)
+    if adapter is None:
+        scores = relevance.pair_scores(rows, _batched(classifier))
+    else:
+        adapter.check_embedder(embedder.card.base_model, embedder.dim)
+        vectors = relevance.Vectors.of(rows, embedder.encode)
+        scores = relevance.shortlist_scores(
+            adapter,
+            rows,
+            vectors,
+            _batched(classifier),
+            adapter.card.weight,
+            adapter.card.shortlist,
+        )
     result = relevance.metrics(scores, rows, classifier.threshold, cap)
+    if adapter is not None:
+        result["adapter"] = {"weight": adapter.card.weight, "shortlist": adapter.card.shortlist}
+    if pad_to is not None:
+        result["padded_to"] = pad_to
     thresholds = config.get("baseline_thresholds", {})
-    embedder = Embedder.load(settings.embedder_path)
     baselines = {}
     for name, base_scores in (
         ("bm25", relevance.bm25_scores(rows)),

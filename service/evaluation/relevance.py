@@ -9,17 +9,22 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from service.evaluation.metrics import binary
+from service.inference.relevance_adapter import RelevanceAdapter, combine
 
 RowScorer = Callable[[Sequence[dict[str, Any]]], list[np.ndarray]]
+Rows = Sequence[dict[str, Any]]
+Encode = Callable[[list[str]], np.ndarray]
 TOKEN = re.compile(r"[a-z0-9]+")
 
 
@@ -151,4 +156,81 @@ def pair_scores(
     for r in rows:
         out.append(flat[start : start + len(r["attributes"])])
         start += len(r["attributes"])
+    return out
+
+
+@dataclass
+class Vectors:
+    """Each row's prompt vector and its facts' vectors."""
+
+    prompts: np.ndarray  # [rows, dim]
+    facts: list[np.ndarray]  # per row [n, dim]
+    gold: list[np.ndarray]  # per row [n] bool
+
+    @classmethod
+    def of(cls, rows: Rows, encode: Encode) -> Vectors:
+        texts = sorted({t for r in rows for t in [r["prompt"], *r["attributes"]]})
+        matrix = np.asarray(encode(texts), dtype=np.float32)
+        index = {t: i for i, t in enumerate(texts)}
+        return cls(
+            prompts=matrix[[index[r["prompt"]] for r in rows]],
+            facts=[matrix[[index[t] for t in r["attributes"]]] for r in rows],
+            gold=[gold_mask(r) for r in rows],
+        )
+
+
+def adapter_logits(adapter: RelevanceAdapter, vectors: Vectors) -> list[np.ndarray]:
+    return [adapter.logits(q, f) for q, f in zip(vectors.prompts, vectors.facts, strict=True)]
+
+
+def shortlist_scores(
+    adapter: RelevanceAdapter,
+    rows: Rows,
+    vectors: Vectors,
+    model_scores: Callable[[list[tuple[str, str]]], np.ndarray],
+    weight: float,
+    shortlist: int,
+) -> list[np.ndarray]:
+    """Each row's final scores as the service computes them: the adapter's logits for every
+    fact, the cross-encoder on the ``shortlist`` best, the combined score for those; 0 for the
+    facts the cross-encoder never read."""
+    a_logits = adapter_logits(adapter, vectors)
+    picks = [np.argsort(-a, kind="stable")[:shortlist] for a in a_logits]
+    pairs = [
+        (r["prompt"], r["attributes"][int(i)]) for r, p in zip(rows, picks, strict=True) for i in p
+    ]
+    flat = model_scores(pairs)
+    out, k = [], 0
+    for a, pick in zip(a_logits, picks, strict=True):
+        scores = np.zeros(len(a), dtype=np.float32)
+        scores[pick] = combine(a[pick], flat[k : k + len(pick)], weight)
+        k += len(pick)
+        out.append(scores)
+    return out
+
+
+def pad_rows(rows: Rows, size: int, seed: int) -> list[dict[str, Any]]:
+    """Each row with facts of other profiles added (never relevant) up to ``size`` facts, in
+    random positions: a long-lived user's memory, for the shortlist's choice and its report."""
+    rng = random.Random(seed)
+    by_profile: dict[str, set[str]] = {}
+    for r in rows:
+        by_profile.setdefault(r["profile_id"], set()).update(r["attributes"])
+    out = []
+    for r in rows:
+        others = sorted(
+            {a for p, facts in by_profile.items() if p != r["profile_id"] for a in facts}
+            - set(r["attributes"])
+        )
+        extra = rng.sample(others, max(0, min(len(others), size - len(r["attributes"]))))
+        facts = [(a, i in r["relevant"]) for i, a in enumerate(r["attributes"])]
+        facts += [(a, False) for a in extra]
+        rng.shuffle(facts)
+        out.append(
+            dict(r)
+            | {
+                "attributes": [a for a, _ in facts],
+                "relevant": [i for i, (_, rel) in enumerate(facts) if rel],
+            }
+        )
     return out

@@ -102,6 +102,8 @@ class EmbedderCard:
     # The graph run on CPU, derived from the shipped one: fp32 (no quantisation) unless the
     # card asks for int8.
     cpu_precision: derive.Precision = "fp32"
+    # The model the graph was exported from (what a relevance adapter was trained on).
+    base_model: str | None = None
 
     @classmethod
     def read(cls, path: Path) -> EmbedderCard:
@@ -121,7 +123,10 @@ class EmbedderCard:
             raise ValueError(
                 f"{path}: cpu_precision {precision!r} is not one of {list(derive.PRECISIONS)}"
             )
-        card = cls(**values, cpu_precision=precision)
+        base = raw.get("base_model")
+        card = cls(
+            **values, cpu_precision=precision, base_model=None if base is None else str(base)
+        )
         if card.task != TASK:
             raise ValueError(f"{path}: task is {card.task!r}, not {TASK!r}: not an embedder")
         if card.max_length < 4:

@@ -3,11 +3,15 @@
 Two stages, because raw similarity is what users of memory services complain about (it returns
 whatever is near, relevant or not) while a cross-encoder on every attribute would cost one model
 pair per stored fact on every chat turn:
-1. embedding prefilter: cosine between the prompt and each attribute's stored vector (brute
-   force per user; no vector database), keep the ``prefilter_k`` nearest;
-2. the relevance cross-encoder scores (prompt, attribute) for those; an attribute is selected
-   when its score reaches the calibrated threshold from the model card, at most ``cap`` of
-   them, highest first (the card's cap, tuned with the threshold on held-out users).
+1. embedding prefilter on the stored vectors (brute force per user; no vector database): with
+   the relevance model's adapter (``inference/relevance_adapter.py``, the shipped default), its
+   learned score of each attribute for this prompt, keeping the card's ``shortlist`` best (and
+   never more than ``prefilter_k``); without one, plain cosine, keeping the ``prefilter_k``
+   nearest;
+2. the relevance cross-encoder scores (prompt, attribute) for those; the final score is the
+   cross-encoder's, or with the adapter the weighted sum of both logits (``combine``); an
+   attribute is selected when it reaches the calibrated threshold from the model card, at most
+   ``cap`` of them, highest first (the card's cap, tuned with the threshold on held-out users).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from service import metrics
 from service.inference import ModelRegistry
 from service.inference.embedder import Embedder
+from service.inference.relevance_adapter import combine
 from service.pipeline.extract import EmbedderMissing
 from service.store.attributes import AttributeRepository
 from service.store.users import get_user
@@ -86,9 +91,16 @@ async def rank(
     item): the prefilter, the cross-encoder on the shortlist, the threshold and the cap. This
     is the selector's model work that bench/select_latency.py times."""
     classifier = models.classifier(RELEVANCE)
+    adapter = models.relevance_adapter
     similarity = matrix @ prompt_vector
-    shortlist = [int(i) for i in np.argsort(-similarity, kind="stable")[:prefilter_k]]
+    if adapter is None:
+        order, k = similarity, prefilter_k
+    else:
+        order, k = adapter.logits(prompt_vector, matrix), min(prefilter_k, adapter.card.shortlist)
+    shortlist = [int(i) for i in np.argsort(-order, kind="stable")[:k]]
     scores = await models.get(RELEVANCE).submit([(prompt, items[i].text) for i in shortlist])
+    if adapter is not None:
+        scores = combine(order[shortlist], np.asarray(scores, np.float32), adapter.card.weight)
     cap = classifier.card.cap or DEFAULT_CAP
     ranked = sorted(zip(shortlist, scores, strict=True), key=lambda p: -float(p[1]))
     chosen = {i for i, s in ranked[:cap] if float(s) >= classifier.threshold}

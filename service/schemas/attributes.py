@@ -65,6 +65,8 @@ class AttributePatch(StrictModel):
 
 
 MAX_BATCH_ITEMS = 100
+
+
 class AttributeBatchItem(AttributeCreate):
     """One item of a batch: the fields and rules of a single create."""
 

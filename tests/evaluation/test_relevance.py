@@ -86,3 +86,56 @@ def test_calibration_keeps_the_selection_rate_near_the_gold_rate() -> None:
     t = relevance.calibrate(scores, rows, cap=6, rate_tolerance=0.15)
     m = relevance.metrics(scores, rows, t, cap=6)
     assert abs(m["selection_rate"] - m["gold_rate"]) <= 0.15 * m["gold_rate"]
+
+
+PROFILES = [
+    {
+        "profile_id": f"P{p}",
+        "prompt": f"prompt {p}",
+        "attributes": [f"fact {p}.{i}" for i in range(5)],
+        "relevant": [1, 3],
+    }
+    for p in range(4)
+]
+
+
+def test_pad_rows_adds_only_other_profiles_facts_and_keeps_the_gold() -> None:
+    padded = relevance.pad_rows(PROFILES, 12, seed=1)
+    for row, original in zip(padded, PROFILES, strict=True):
+        assert len(row["attributes"]) == 12 and len(set(row["attributes"])) == 12
+        gold = {row["attributes"][i] for i in row["relevant"]}
+        assert gold == {original["attributes"][1], original["attributes"][3]}
+        own = set(original["attributes"])
+        extra = set(row["attributes"]) - own
+        assert own <= set(row["attributes"])
+        assert all(not a.startswith(f"fact {row['prompt'][-1]}.") for a in extra)
+
+
+def test_shortlist_scores_read_only_the_adapters_best() -> None:
+    from service.inference.relevance_adapter import AdapterCard, RelevanceAdapter
+
+    dim = 5
+    adapter = RelevanceAdapter(
+        card=AdapterCard(weight=0.0, shortlist=2, embedder="e", dim=dim),
+        prompt_u=np.zeros((1, dim, 1), np.float32),
+        prompt_v=np.zeros((1, 1, dim), np.float32),
+        fact_u=np.zeros((1, dim, 1), np.float32),
+        fact_v=np.zeros((1, 1, dim), np.float32),
+        scale=np.ones(1, np.float32),
+        bias=np.zeros(1, np.float32),
+    )
+    row = PROFILES[0]
+    vectors = relevance.Vectors(
+        prompts=np.eye(dim, dtype=np.float32)[[0]],
+        facts=[np.eye(dim, dtype=np.float32)[[4, 0, 1, 0, 2]] + 0.01],
+        gold=[relevance.gold_mask(row)],
+    )
+    seen: list[tuple[str, str]] = []
+
+    def score(pairs: list[tuple[str, str]]) -> np.ndarray:
+        seen.extend(pairs)
+        return np.full(len(pairs), 0.8, np.float32)
+
+    (scores,) = relevance.shortlist_scores(adapter, [row], vectors, score, 0.0, 2)
+    assert [a for _, a in seen] == ["fact 0.1", "fact 0.3"]  # the two nearest the prompt
+    np.testing.assert_allclose(scores, [0, 0.8, 0, 0.8, 0], rtol=1e-4)

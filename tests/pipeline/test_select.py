@@ -11,6 +11,7 @@ import pytest
 from numpy.typing import NDArray
 
 from service.inference import ModelRegistry
+from service.inference.relevance_adapter import AdapterCard, RelevanceAdapter, combine
 from service.pipeline.extract import EmbedderMissing
 from service.pipeline.select import Item, select
 
@@ -92,3 +93,40 @@ async def test_nothing_stored_needs_no_model_and_no_embedder_is_an_error() -> No
     assert await select(ModelRegistry(), "anything", [], prefilter_k=8) == []
     with pytest.raises(EmbedderMissing):
         await select(ModelRegistry(), "anything", [Item("north 1")], prefilter_k=8)
+
+
+def rotating_adapter(shortlist: int, weight: float) -> RelevanceAdapter:
+    """An adapter that maps a prompt on one axis to the next axis (north → east): what plain
+    cosine ranks last, it ranks first."""
+    rotate = np.roll(np.eye(DIM, dtype=np.float32), 1, axis=1) - np.eye(DIM, dtype=np.float32)
+    return RelevanceAdapter(
+        card=AdapterCard(weight=weight, shortlist=shortlist, embedder="axes", dim=DIM),
+        prompt_u=rotate[None],
+        prompt_v=np.eye(DIM, dtype=np.float32)[None],
+        fact_u=np.zeros((1, DIM, DIM), np.float32),
+        fact_v=np.zeros((1, DIM, DIM), np.float32),
+        scale=np.array([10.0], np.float32),
+        bias=np.array([-5.0], np.float32),
+    )
+
+
+async def test_the_adapter_chooses_the_shortlist_and_shares_the_score() -> None:
+    models, axes, relevance = registry()
+    models.relevance_adapter = rotating_adapter(shortlist=1, weight=0.5)
+    items = [item(t, axes) for t in ("north 0.9", "east 0.6")]
+    scored = await select(models, "north please", items, prefilter_k=32)
+    assert relevance.pairs_seen == 1  # the card's shortlist, not prefilter_k
+    assert scored[0].text == "east 0.6"  # the adapter's pick, not the cosine's
+    adapter_logit = 10.0 * 1.0 - 5.0
+    expected = combine(np.array([adapter_logit], np.float32), np.array([0.6], np.float32), 0.5)[0]
+    assert scored[0].score == pytest.approx(float(expected), rel=1e-5)
+    assert scored[0].selected
+    assert scored[1].score is None and scored[1].similarity == 1.0
+
+
+async def test_prefilter_k_still_bounds_the_adapters_shortlist() -> None:
+    models, axes, relevance = registry()
+    models.relevance_adapter = rotating_adapter(shortlist=8, weight=1.0)
+    items = [item(t, axes) for t in ("north 0.9", "east 0.6", "south 0.1")]
+    await select(models, "north please", items, prefilter_k=2)
+    assert relevance.pairs_seen == 2
