@@ -66,7 +66,8 @@ def test_cache_name_is_folder_and_source_hash(model_copy: Path, tmp_path: Path) 
     assert sorted(p.name for p in model_copy.iterdir()) == before
     source = derive.source_graph(model_copy)
     digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
-    assert graph == cache / f"{model_copy.name}-{digest}.int8.onnx"
+    flavour = "-r7" if derive.int8_saturates() else ""
+    assert graph == cache / f"{model_copy.name}-{digest}{flavour}.int8.onnx"
     assert _int8_files(cache) == [graph]
     assert not list(cache.glob(".derive-*")), "scratch files must be cleaned up"
 
@@ -215,6 +216,16 @@ def test_quantisation_options_are_the_measured_ones() -> None:
         "reduce_range": False,
         "op_types_to_quantize": ["MatMul"],
     }
+    assert derive.quant_options(saturates=True)["reduce_range"] is True
+    assert derive.quant_options(saturates=False) == derive.QUANT_OPTIONS
+
+
+def test_cpus_without_vnni_are_told_apart() -> None:
+    avx2 = "processor : 0\nflags : fpu sse4_2 avx avx2 fma\n"
+    assert derive.int8_saturates(avx2)
+    assert not derive.int8_saturates(avx2.replace("avx2", "avx2 avx512_vnni"))
+    assert not derive.int8_saturates(avx2.replace("avx2", "avx2 avx_vnni"))
+    assert not derive.int8_saturates("processor : 0\nFeatures : fp asimd asimddp\n")
 
 
 def test_source_prefers_fp32_when_both_are_shipped(model_copy: Path) -> None:

@@ -14,7 +14,11 @@ from pydantic import BaseModel, ValidationError
 
 from service.app import create_app
 from service.config import Settings
-from service.schemas.attributes import AttributeCreate, AttributePatch
+from service.schemas.attributes import (
+    AttributeBatchCreate,
+    AttributeCreate,
+    AttributePatch,
+)
 from service.schemas.common import STORABLE_TEXT_PATTERN, StrictModel
 from service.schemas.eval import EvalRequest
 from service.schemas.pipeline import (
@@ -38,6 +42,15 @@ EXAMPLES: dict[type[BaseModel], dict[str, Any]] = {
         "evidence": [{"message_index": 1, "quote": "I keep bees."}],
     },
     AttributePatch: {"text": "The user keeps bees.", "category": "hobby", "status": "active"},
+    AttributeBatchCreate: {
+        "items": [
+            {
+                "text": "The user keeps bees.",
+                "category": "hobby",
+                "evidence": [{"message_index": 1, "quote": "I keep bees."}],
+            }
+        ]
+    },
     ExtractRequest: {"conversation": CHAT, "user_id": "u1", "store": True, "extractor": "rules"},
     VerifyRequest: {"conversation": CHAT, "attributes": ["The user keeps bees."]},
     SelectRequest: {"prompt": "Plan my weekend.", "attributes": ["The user keeps bees."]},
@@ -80,7 +93,7 @@ def test_every_request_model_has_an_example() -> None:
         return {sub for direct in cls.__subclasses__() for sub in {direct} | subclasses(direct)}
 
     # Nested parts (a message, a piece of evidence) are checked through their parents.
-    nested = {"ChatMessage", "EvidenceSchema"}
+    nested = {"ChatMessage", "EvidenceSchema", "AttributeBatchItem"}
     models = {cls for cls in subclasses(StrictModel) if cls.__name__ not in nested}
     assert models == set(EXAMPLES)
     for model, body in EXAMPLES.items():

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict
 
 __all__ = [
     "AttributeBatchCreate",
+    "AttributeBatchItem",
     "AttributeBatchOut",
     "AttributeBatchResult",
     "AttributeCreate",
@@ -64,7 +65,9 @@ class EvidenceSchema(BaseModel):
     quote: str
 
 
-class AttributeCreate(BaseModel):
+class AttributeBatchItem(BaseModel):
+    """One item of a batch: the fields and rules of a single create."""
+
     model_config = ConfigDict(extra="forbid")
 
     text: str
@@ -75,7 +78,7 @@ class AttributeCreate(BaseModel):
 class AttributeBatchCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    items: list[AttributeCreate]
+    items: list[AttributeBatchItem]
 
 
 class EvidenceOut(BaseModel):
@@ -123,6 +126,14 @@ class AttributeBatchOut(BaseModel):
     created: int
     merged: int
     rejected: int
+
+
+class AttributeCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str
+    category: str | None = None
+    evidence: list[EvidenceSchema] | None = None
 
 
 class AttributeList(BaseModel):
