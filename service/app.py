@@ -96,8 +96,9 @@ def create_app(
                 llm_concurrency=settings.eval_llm_concurrency,
             )
 
-        state.eval_worker = EvalWorker(state.sessions, settings, judge_for)
-        await state.eval_worker.start()
+        if settings.eval_worker:
+            state.eval_worker = EvalWorker(state.sessions, settings, judge_for)
+            await state.eval_worker.start()
         state.job_handlers[EXTRACT_KIND] = ExtractionJob(state)
         if job_handlers is not None:
             state.job_handlers.update(job_handlers(state))
@@ -111,7 +112,8 @@ def create_app(
             # The workers first: their running work still needs the database and the models.
             if state.jobs is not None:
                 await state.jobs.aclose()
-            await state.eval_worker.aclose()
+            if state.eval_worker is not None:
+                await state.eval_worker.aclose()
             if state.llm is not None:
                 await state.llm.aclose()
             if state.models is not None:

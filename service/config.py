@@ -169,11 +169,23 @@ class Settings(BaseSettings):
     eval_llm_concurrency: int = Field(
         default=8, ge=1, description="LLM judge calls in flight at once during a run."
     )
+    eval_worker: bool = Field(
+        default=True,
+        description="Run evaluation runs in this process; false for replicas that only serve "
+        "chat traffic: POST /v1/eval then queues the run for a replica whose worker is on.",
+    )
+    eval_poll_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="Seconds between an evaluation worker's looks for runs queued by other "
+        "replicas (and for runs whose process died, see TAILOR_EVAL_STALE_AFTER_S).",
+    )
     eval_stale_after_s: float = Field(
         default=60.0,
         gt=0,
         description="A run marked running whose heartbeat is older than this is taken over "
-        "(resumed) at start-up; its process is presumed dead.",
+        "(resumed) by an evaluation worker, at start-up or when it next looks for runs; its "
+        "process is presumed dead.",
     )
 
     eval_max_crash_resumes: int = Field(

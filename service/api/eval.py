@@ -97,13 +97,14 @@ async def start_run(
     GET /v1/eval/{run_id}."""
     _check_judge(state, body.judge)
     _check_data(state, caller.tenant_id, body)
-    worker = state.eval_worker
-    if worker is None:
-        raise ProblemError(503, "the evaluation runner is not running", slug="unavailable")
     run = await evalruns.create(session, caller.tenant_id, body.model_dump(exclude_none=True))
-    # Background tasks run after the request's transaction has committed, so the worker
-    # always finds the row.
-    background.add_task(worker.submit, caller.tenant_id, run.id)
+    worker = state.eval_worker
+    if worker is not None:
+        # Background tasks run after the request's transaction has committed, so the worker
+        # always finds the row.
+        background.add_task(worker.submit, caller.tenant_id, run.id)
+    # Without a worker here (TAILOR_EVAL_WORKER=false) a replica whose worker is on takes the
+    # queued run when it next looks (TAILOR_EVAL_POLL_S).
     response.headers["Location"] = f"/v1/eval/{run.id}"
     accepted = EvalAccepted(run_id=run.id, status="queued")
     await remember(session, request, 202, accepted)

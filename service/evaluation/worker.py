@@ -172,7 +172,18 @@ class EvalWorker:
 
     async def _loop(self) -> None:
         while True:
-            tenant_id, run_id = await self._queue.get()
+            try:
+                tenant_id, run_id = await asyncio.wait_for(
+                    self._queue.get(), self._settings.eval_poll_s
+                )
+            except TimeoutError:
+                # Nothing submitted here: runs queued by replicas without a worker, and runs
+                # whose process died, are in the database. (Claiming is atomic: mark_running.)
+                try:
+                    await self.recover()
+                except Exception:  # the database may be away for a while; look again later
+                    log.exception("eval worker: could not look for queued runs")
+                continue
             try:
                 await self._execute(tenant_id, run_id)
             except asyncio.CancelledError:

@@ -379,3 +379,30 @@ async def test_a_run_that_keeps_killing_its_server_is_failed_not_resumed(
         assert twice_doc["status"] == "failed"
         assert "stopped 2 times" in twice_doc["error"]
         assert (await api.client.get("/readyz")).status_code == 200
+
+
+async def test_a_replica_without_the_worker_queues_runs_another_replica_runs(
+    eval_settings: Settings, clean_db: Database
+) -> None:
+    """TAILOR_EVAL_WORKER=false (a serving replica): the run is accepted and stays queued;
+    a replica whose worker is on takes it when it next looks for runs (TAILOR_EVAL_POLL_S),
+    without being told and without a restart."""
+    serving_only = eval_settings.model_copy(update={"eval_worker": False})
+    runner = eval_settings.model_copy(update={"eval_poll_s": 0.2})
+    body = {"dataset": "tiny", "judge": "random"}
+    async with serving(serving_only, clean_db) as (front, _):
+        h = bearer(await front.new_tenant())
+        r = await front.client.post("/v1/eval", json=body, headers=h)
+        assert r.status_code == 202, r.text
+        run_id = r.json()["run_id"]
+        await asyncio.sleep(0.5)
+        assert (await front.client.get(f"/v1/eval/{run_id}", headers=h)).json()["status"] == (
+            "queued"
+        )
+        async with serving(runner, clean_db) as (back, _):
+            # Queued after the runner started: only its periodic look can find this one.
+            later = (await front.client.post("/v1/eval", json=body, headers=h)).json()["run_id"]
+            for run in (run_id, later):
+                assert (await wait_done(back, run, h))["status"] == "succeeded"
+            doc = (await front.client.get(f"/v1/eval/{later}", headers=h)).json()
+            assert doc["status"] == "succeeded" and doc["results"]["n"] == 8
