@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 import builtins
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Literal, TypeVar, overload
+from typing import Any, Literal, Protocol, TypeVar, overload
 
 import httpx
 
@@ -58,6 +58,31 @@ from tailor_client.models import (
 from tailor_client.streams import AsyncReplyStream
 
 T = TypeVar("T")
+
+
+_Item = TypeVar("_Item")
+_ItemOut = TypeVar("_ItemOut", covariant=True)
+
+
+class _Page(Protocol[_ItemOut]):
+    @property
+    def items(self) -> Sequence[_ItemOut]: ...
+    @property
+    def next_cursor(self) -> str | None: ...
+
+
+async def _pages(
+    fetch: Callable[[str | None], Awaitable[_Page[_Item]]],
+) -> AsyncIterator[_Item]:
+    """Every item of a paged list, one page fetched at a time as the iteration goes on."""
+    cursor: str | None = None
+    while True:
+        page = await fetch(cursor)
+        for item in page.items:
+            yield item
+        if page.next_cursor is None:
+            return
+        cursor = page.next_cursor
 
 
 class AsyncTailorClient:
@@ -320,14 +345,10 @@ class AsyncAttributes:
         """Every attribute of the user with ``status`` (default ``active``; ``any`` for all),
         fetching one page of ``page_size`` (1-200) at a time as the iteration goes on
         (``async for attribute in client.attributes.list(user_id)``)."""
-        cursor: str | None = None
-        while True:
-            page = await self.list_page(user_id, status=status, limit=page_size, cursor=cursor)
-            for item in page.items:
-                yield item
-            if page.next_cursor is None:
-                return
-            cursor = page.next_cursor
+        async for item in _pages(
+            lambda cursor: self.list_page(user_id, status=status, limit=page_size, cursor=cursor)
+        ):
+            yield item
 
     async def list_page(
         self,
@@ -437,14 +458,10 @@ class AsyncJobs:
     ) -> AsyncIterator[JobStatusOut]:
         """Every background job of the user (newest first), or those with ``status``,
         fetched a page at a time."""
-        cursor: str | None = None
-        while True:
-            page = await self.list_page(user_id, status=status, limit=page_size, cursor=cursor)
-            for item in page.items:
-                yield item
-            if page.next_cursor is None:
-                return
-            cursor = page.next_cursor
+        async for item in _pages(
+            lambda cursor: self.list_page(user_id, status=status, limit=page_size, cursor=cursor)
+        ):
+            yield item
 
     async def list_page(
         self,
@@ -493,14 +510,10 @@ class AsyncEval:
     ) -> AsyncIterator[EvalRunOut]:
         """Every evaluation run of the tenant (newest first), or those with ``status``,
         fetched a page at a time."""
-        cursor: str | None = None
-        while True:
-            page = await self.list_page(status=status, limit=page_size, cursor=cursor)
-            for item in page.items:
-                yield item
-            if page.next_cursor is None:
-                return
-            cursor = page.next_cursor
+        async for item in _pages(
+            lambda cursor: self.list_page(status=status, limit=page_size, cursor=cursor)
+        ):
+            yield item
 
     async def list_page(
         self,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import builtins
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Literal, TypeVar, overload
+from typing import Any, Literal, Protocol, TypeVar, overload
 
 import httpx
 
@@ -56,6 +56,28 @@ from tailor_client.models import (
 from tailor_client.streams import ReplyStream
 
 T = TypeVar("T")
+
+
+_Item = TypeVar("_Item")
+_ItemOut = TypeVar("_ItemOut", covariant=True)
+
+
+class _Page(Protocol[_ItemOut]):
+    @property
+    def items(self) -> Sequence[_ItemOut]: ...
+    @property
+    def next_cursor(self) -> str | None: ...
+
+
+def _pages(fetch: Callable[[str | None], _Page[_Item]]) -> Iterator[_Item]:
+    """Every item of a paged list, one page fetched at a time as the iteration goes on."""
+    cursor: str | None = None
+    while True:
+        page = fetch(cursor)
+        yield from page.items
+        if page.next_cursor is None:
+            return
+        cursor = page.next_cursor
 
 
 class TailorClient:
@@ -311,13 +333,9 @@ class Attributes:
     ) -> Iterator[AttributeOut]:
         """Every attribute of the user with ``status`` (default ``active``; ``any`` for all),
         fetching one page of ``page_size`` (1-200) at a time as the iteration goes on."""
-        cursor: str | None = None
-        while True:
-            page = self.list_page(user_id, status=status, limit=page_size, cursor=cursor)
-            yield from page.items
-            if page.next_cursor is None:
-                return
-            cursor = page.next_cursor
+        yield from _pages(
+            lambda cursor: self.list_page(user_id, status=status, limit=page_size, cursor=cursor)
+        )
 
     def list_page(
         self,
@@ -425,13 +443,9 @@ class Jobs:
     ) -> Iterator[JobStatusOut]:
         """Every background job of the user (newest first), or those with ``status``,
         fetched a page at a time."""
-        cursor: str | None = None
-        while True:
-            page = self.list_page(user_id, status=status, limit=page_size, cursor=cursor)
-            yield from page.items
-            if page.next_cursor is None:
-                return
-            cursor = page.next_cursor
+        yield from _pages(
+            lambda cursor: self.list_page(user_id, status=status, limit=page_size, cursor=cursor)
+        )
 
     def list_page(
         self,
@@ -476,13 +490,9 @@ class Eval:
     ) -> Iterator[EvalRunOut]:
         """Every evaluation run of the tenant (newest first), or those with ``status``,
         fetched a page at a time."""
-        cursor: str | None = None
-        while True:
-            page = self.list_page(status=status, limit=page_size, cursor=cursor)
-            yield from page.items
-            if page.next_cursor is None:
-                return
-            cursor = page.next_cursor
+        yield from _pages(
+            lambda cursor: self.list_page(status=status, limit=page_size, cursor=cursor)
+        )
 
     def list_page(
         self,
