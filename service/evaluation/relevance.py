@@ -148,7 +148,7 @@ def embedding_scores(
 
 
 def pair_scores(
-    rows: Sequence[dict[str, Any]], score: Callable[[Sequence[tuple[str, str]]], np.ndarray]
+    rows: Sequence[dict[str, Any]], score: Callable[[list[tuple[str, str]]], np.ndarray]
 ) -> list[np.ndarray]:
     pairs = [(r["prompt"], a) for r in rows for a in r["attributes"]]
     flat = score(pairs)

@@ -157,12 +157,7 @@ def train_relevance_adapter(
     # The weight and the cap on the validation profiles as written (8-15 facts: the
     # cross-encoder reads them all).
     a_val = adapter_logits(adapter, val_v)
-    pairs = [(r["prompt"], a) for r in val for a in r["attributes"]]
-    flat = model_scores(pairs)
-    ce_val, k = [], 0
-    for r in val:
-        ce_val.append(flat[k : k + len(r["attributes"])])
-        k += len(r["attributes"])
+    ce_val = relevance.pair_scores(val, model_scores)
     best: tuple[float, float, int, float] | None = None
     grid = []
     for weight in WEIGHTS:
