@@ -81,8 +81,8 @@ class _StreamState:
         )
 
 
-class ReplyStream:
-    """A streamed reply (see the module's documentation)."""
+class _StreamView:
+    """What a streamed reply has shown so far; the same for the sync and the async stream."""
 
     def __init__(self, response: httpx.Response) -> None:
         self._state = _StreamState(response)
@@ -108,6 +108,10 @@ class ReplyStream:
     @property
     def done(self) -> bool:
         return self._state.finished
+
+
+class ReplyStream(_StreamView):
+    """A streamed reply (see the module's documentation)."""
 
     def __iter__(self) -> Iterator[StreamEvent]:
         state = self._state
@@ -161,33 +165,8 @@ class ReplyStream:
         self.close()
 
 
-class AsyncReplyStream:
+class AsyncReplyStream(_StreamView):
     """`ReplyStream` for the async client: ``async for`` and ``async with``."""
-
-    def __init__(self, response: httpx.Response) -> None:
-        self._state = _StreamState(response)
-
-    @property
-    def response(self) -> httpx.Response:
-        return self._state.response
-
-    @property
-    def attributes_used(self) -> list[UsedAttribute]:
-        return self._state.attributes_used
-
-    @property
-    def job_id(self) -> str | None:
-        """A turn's extraction job (exists once the stream is done)."""
-        return self._state.job_id
-
-    @property
-    def reply(self) -> str:
-        """The reply so far; all of it once the stream is done."""
-        return self._state.text
-
-    @property
-    def done(self) -> bool:
-        return self._state.finished
 
     def __aiter__(self) -> AsyncIterator[StreamEvent]:
         return self._iterate()
