@@ -20,24 +20,22 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
+from service.pipeline.extraction.person import Person, neutral
 from service.pipeline.extraction.types import Candidate, Extractor, grounded
 
 # Chosen by reading 50 (candidate, closest gold) pairs with cosines 0.50-0.75 on dev rows
 # (docs/extraction.md): 0.55 made the fewest wrong calls (8 of 50; 0.50: 13, 0.60: 14).
 DEFAULT_THRESHOLD = 0.55
-
-Person = Literal["first", "third"]
 
 
 class TextEncoder(Protocol):
@@ -58,55 +56,6 @@ def load_rows(path: Path) -> list[dict[str, Any]]:
             row.setdefault("partner_attributes", [])
             rows.append(row)
     return rows
-
-
-_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'"})
-# (pattern, replacement), applied in order to lower-cased text. The subject and its auxiliary go
-# first so that "i am" never leaves a stray "am" behind.
-_FIRST_PERSON: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(p), r)
-    for p, r in (
-        (r"\b(?:i am|i'm|im)\b", " "),
-        (r"\bi was\b", " was "),
-        (r"\b(?:i have|i've)(?: got)?\b", " have "),
-        (r"\bi had\b", " had "),
-        (r"\b(?:i do not|i don't|i dont)\b", " do not "),
-        (r"\bi do\b", " do "),
-        (r"\b(?:i|me|my|mine|myself)\b", " "),
-    )
-)
-_THIRD_PERSON: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(p), r)
-    for p, r in (
-        (r"\b(?:the )?user's\b", " "),
-        (r"\b(?:the )?user is\b", " "),
-        (r"\b(?:the )?user was\b", " was "),
-        (r"\b(?:the )?user has(?: got)?\b", " have "),
-        (r"\b(?:the )?user had\b", " had "),
-        (r"\b(?:the )?user (?:does not|doesn't|doesnt)\b", " do not "),
-        (r"\b(?:the )?user does\b", " do "),
-        (r"\b(?:the )?user\b", " "),
-        # In a candidate, "they" is the user: candidates are third-person statements about the
-        # user, so these pronouns carry no content that the gold's "I"/"my" would not drop too.
-        (r"\b(?:they are|they're)\b", " "),
-        (r"\b(?:their|theirs|them|themselves|they)\b", " "),
-    )
-)
-
-
-def neutral(text: str, person: Person) -> str:
-    """text without its person markers: "I'm a nurse." / "The user is a nurse." -> "a nurse".
-
-    person says which markers to strip: "first" for gold and partner sentences, "third" for
-    candidates. If nothing is left (a sentence that was only markers), the lower-cased text is
-    returned, so that it still embeds as something.
-    """
-    lowered = " ".join(text.translate(_APOSTROPHES).lower().split())
-    out = lowered
-    for pattern, replacement in _FIRST_PERSON if person == "first" else _THIRD_PERSON:
-        out = pattern.sub(replacement, out)
-    out = " ".join(out.split()).strip(" .,!?;:")
-    return out or lowered
 
 
 def _gold_person(row: Mapping[str, Any]) -> Person:

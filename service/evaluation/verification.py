@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from service.evaluation.metrics import binary, recall_at_precision
-from service.pipeline.verify import first_person
+from service.pipeline.extraction.person import first_person
 from service.pipeline.windows import user_windows
 
 ScoreFn = Callable[[Sequence[tuple[str, str]]], np.ndarray]

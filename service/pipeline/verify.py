@@ -12,7 +12,6 @@ The verifier is a cross-encoder over (attribute, window) pairs, one window per u
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -20,66 +19,11 @@ import numpy as np
 
 from service.inference import ModelRegistry
 from service.pipeline.budget import Budget
-from service.pipeline.extraction.lexicon import VERB_ADVERBS
+from service.pipeline.extraction.person import first_person
 from service.pipeline.extraction.types import Candidate
 from service.pipeline.windows import quote_window, user_windows
 
 VERIFIER = "verifier"
-
-# The verifier was trained on first-person persona sentences ("I have two dogs."), while the
-# service states attributes in the third person ("The user has two dogs."). Scoring the
-# first-person form keeps its input in the distribution it learned: on 177 rule candidates from
-# prefeval_implicit conversations it raised the supported share from 32.2% to 37.9%
-# (bench/verifier_windows.py, docs/extraction.md).
-_IRREGULAR = {"is": "am", "has": "have", "does": "do", "was": "was", "isn't": "am not",
-              "doesn't": "don't", "hasn't": "haven't", "wasn't": "wasn't"}  # fmt: skip
-_SUBJECT = re.compile(r"^the user(?:'s|\u2019s)?\b", re.IGNORECASE)
-_PRONOUNS = (
-    (re.compile(r"\btheir\b"), "my"),
-    (re.compile(r"\bthemselves\b|\bthemself\b"), "myself"),
-    (re.compile(r"\bthem\b"), "me"),
-)
-
-
-def _base_form(verb: str) -> str:
-    lower = verb.lower()
-    if lower in _IRREGULAR:
-        return _IRREGULAR[lower]
-    if lower.endswith("ies") and len(lower) > 4:
-        return verb[:-3] + "y"
-    if lower.endswith(("ches", "shes", "sses", "xes", "zes", "oes")):
-        return verb[:-2]
-    if lower.endswith("s") and not lower.endswith(("ss", "us", "is")):
-        return verb[:-1]
-    return verb
-
-
-def first_person(text: str) -> str:
-    """ "The user usually prefers tea." -> "I usually prefer tea."; other texts unchanged
-    (an attribute already in the first person, or one with another subject)."""
-    match = _SUBJECT.match(text.strip())
-    if match is None:
-        return text
-    rest = text.strip()[match.end() :].lstrip()
-    if match.group(0).lower().endswith("s"):  # "The user's job is ..." -> "My job is ..."
-        head = "My " + rest
-    else:
-        words = rest.split(" ")
-        # Adverbs may stand between subject and verb ("usually prefers", "always picks",
-        # "sometimes works", "no longer eats"): the verb after them takes the first person.
-        at = 0
-        while at < len(words) - 1 and (
-            words[at].lower() in VERB_ADVERBS or words[at].lower().endswith("ly")
-        ):
-            at += 1
-        if at + 1 < len(words) and words[at].lower() == "no" and words[at + 1] == "longer":
-            at += 2
-        if at < len(words) and words[at]:
-            words[at] = _base_form(words[at])
-        head = "I " + " ".join(words)
-    for pattern, replacement in _PRONOUNS:
-        head = pattern.sub(replacement, head)
-    return head
 
 
 @dataclass(frozen=True)

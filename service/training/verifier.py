@@ -123,7 +123,7 @@ def training_rows(
 def everyday_rows(path: Path) -> list[dict[str, Any]]:
     """The written everyday corpus (datasets/everyday/verification/*.jsonl), its third-person
     attributes in the first person the service's verifier reads (``first_person``)."""
-    from service.pipeline.verify import first_person
+    from service.pipeline.extraction.person import first_person
 
     return [
         {

@@ -36,11 +36,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from service.pipeline.extraction import lexicon as lx
-from service.pipeline.extraction.person import third_person
+from service.pipeline.extraction.person import bare_word, third_person
 from service.pipeline.extraction.rules import (
     _SENTENCE,
     RuleExtractor,
-    _bare,
     _category,
     _content_key,
     _Head,
@@ -178,7 +177,7 @@ def _drop_fillers(content: str, start: int, end: int) -> tuple[int, int]:
         if len(words) < 2:
             return start, end
         last = words[-1]
-        bare = _bare(last)
+        bare = bare_word(last)
         if bare and bare not in _TRAILING_FILLERS and any(ch.isalnum() for ch in last):
             return start, end
         cut = content.rfind(last, start, end)
@@ -189,7 +188,7 @@ def about_someone_else(clause: str) -> bool:
     """A clause about another person: it opens with their pronoun and never names the user
     ("she hates her carrier"), or with "my"/"our" and a friend, colleague or neighbour ("my
     coworker is obsessed w plants", "my mate says creatine makes u go bald")."""
-    words = [_bare(w) for w in clause.split()]
+    words = [bare_word(w) for w in clause.split()]
     if not words:
         return False
     if words[0] in _OTHER_SUBJECTS and not (set(words) & _USER_WORDS):
@@ -202,7 +201,7 @@ def about_someone_else(clause: str) -> bool:
 
 def category_of(text: str) -> str:
     """The rule extractor's categorizer, given the head verb of a third-person statement."""
-    words = [_bare(w) for w in text.split()]
+    words = [bare_word(w) for w in text.split()]
     verb = ""
     if len(words) > 2 and words[:2] == ["the", "user"]:
         rest = [w for w in words[2:] if w not in lx.ADVERBS]

@@ -20,6 +20,17 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from service.pipeline.extraction import lexicon as lx
+from service.pipeline.extraction.person import (
+    APOSTROPHES,
+    EDGE,
+    MDASH,
+    NDASH,
+    RSQUO,
+    bare_word,
+    finish,
+    rewrite_rest,
+    verb_third_person,
+)
 from service.pipeline.extraction.types import Candidate
 
 MIN_CLAUSE_CHARS = 6
@@ -28,14 +39,10 @@ MAX_CLAUSE_WORDS = 30
 # Two candidates whose content words overlap this much say the same thing; the first is kept.
 DUPLICATE_JACCARD = 0.8
 
-# Typographic quotes and dashes are written as escapes so that the source stays ASCII-readable.
-_RSQUO, _LSQUO, _NDASH, _MDASH = "\u2019", "\u2018", "\u2013", "\u2014"
-_APOSTROPHES = str.maketrans({_RSQUO: "'", _LSQUO: "'"})
-_EDGE = ".,!?;:\"()[]{}…*~_'“”"
 # A sentence runs to its terminal punctuation; a dot inside a token ("3.5", "e.g") does not end
 # it. Newlines end sentences too: chat users often drop the final full stop.
 _SENTENCE = re.compile(r"(?:[^.!?…\n]|[.!?…](?=[^\s.!?…]))+[.!?…]*")
-_FIRST_PERSON = rf"(?:i|i['{_RSQUO}]m|im|i['{_RSQUO}]ve|i['{_RSQUO}]d|i['{_RSQUO}]ll|my)\b"
+_FIRST_PERSON = rf"(?:i|i['{RSQUO}]m|im|i['{RSQUO}]ve|i['{RSQUO}]d|i['{RSQUO}]ll|my)\b"
 _QUESTION_START = (
     r"(?:what|how|who|where|when|why|which|do|does|did|are|is|have|has|can|could|would|will"
     r"|any|you)\b"
@@ -46,13 +53,13 @@ _QUESTION_START = (
 # boundaries: the clause they open frames the one before ("prefer quiet music while I work").
 _CLAUSE_SEPARATOR = re.compile(
     r"\s*;\s*"
-    rf"|\s+[-{_NDASH}{_MDASH}]+\s+"
+    rf"|\s+[-{NDASH}{MDASH}]+\s+"
     r"|,?\s+(?:and|but|so|because|although|though|plus|yet|or|cause|cuz)"
     rf"\s+(?={_FIRST_PERSON})"
     rf"|,\s+(?={_FIRST_PERSON}|{_QUESTION_START})",
     re.IGNORECASE,
 )
-_TRIM_END = f" \t\n,.!?;:-{_NDASH}{_MDASH}…*~\"'“”"
+_TRIM_END = f" \t\n,.!?;:-{NDASH}{MDASH}…*~\"'“”"
 _TRIM_START = _TRIM_END.replace("?", "") + "("
 _PLACEHOLDER = re.compile(r"\(\s*(?:\w+\s+)?name\s*\)|<[^>]*>", re.IGNORECASE)
 _EMOTICON = re.compile(r"\s*(?:[:;=]-?[)(DPp3]|<3|xD)+$")
@@ -183,24 +190,6 @@ class _Fact:
     negated: bool
 
 
-def _bare(token: str) -> str:
-    return token.translate(_APOSTROPHES).strip(_EDGE).lower()
-
-
-def _third_person(verb: str) -> str:
-    lower = verb.lower()
-    if lower in lx.IRREGULAR_THIRD:
-        out = lx.IRREGULAR_THIRD[lower]
-    elif lower.endswith(("s", "sh", "ch", "x", "z", "o")):
-        out = lower + "es"
-    elif len(lower) > 2 and lower.endswith("y") and lower[-2] not in "aeiou":
-        out = lower[:-1] + "ies"
-    else:
-        out = lower + "s"
-    # Keep the user's emphasis: "I LOVE pizza" -> "LOVES".
-    return out.upper() if verb.isupper() and len(verb) > 1 else out
-
-
 def _spans(text: str, pattern: re.Pattern[str], start: int, end: int) -> Iterator[tuple[int, int]]:
     """Pieces of text[start:end] between the matches of pattern, as absolute spans."""
     cursor = start
@@ -222,7 +211,7 @@ def _trim(text: str, start: int, end: int) -> tuple[int, int]:
         if emoticon:
             end = emoticon.start()
             continue
-        lowered = text[start:end].lower().translate(_APOSTROPHES)
+        lowered = text[start:end].lower().translate(APOSTROPHES)
         phrase = next(
             (p for p in lx.LEADING_PHRASES if re.match(re.escape(p) + r"\b", lowered)), None
         )
@@ -245,7 +234,7 @@ def _trim(text: str, start: int, end: int) -> tuple[int, int]:
 
 
 def _echo_kind(clause: str) -> str | None:
-    words = [_bare(w) for w in clause.split()]
+    words = [bare_word(w) for w in clause.split()]
     words = [w for w in words if w and w not in {"haha", "lol", "actually", "really"}]
     # "So do I" starts with a word that is a discourse marker elsewhere; try with and without.
     while words:
@@ -297,72 +286,6 @@ def _leans_on_context(rest: list[str], *, copula: bool = False) -> bool:
         if word == "that" and i + 1 < len(words) and words[i + 1] in _GENERIC_NOUNS:
             return True
     return False
-
-
-def _rewrite_rest(tokens: list[str], *, conjugate_coordinated: bool) -> list[str]:
-    """The words after the head, with the speaker's pronouns in the third person.
-
-    "I" later in the clause becomes "they" (so "because I am" becomes "because they are", which
-    agrees without further rules). When the head verb was conjugated, a verb coordinated with it
-    ("prefer structure and avoid drama") is conjugated too, unless it sits inside an infinitive
-    ("love to cook and bake").
-    """
-    out: list[str] = []
-    seen_to = False
-    previous = ""
-    after_conjunction = False
-    for position, token in enumerate(tokens):
-        bare = _bare(token)
-        core = token.strip(_EDGE)
-        replacement: str | None = None
-        if bare == "myself" and (position == len(tokens) - 1 or token.endswith(",")):
-            # Emphatic "myself" ("I'm a fan of jazz myself") adds nothing in the third person.
-            if out and token.endswith(","):
-                out[-1] += ","
-            continue
-        if previous == "i" and bare in {"am", "was"}:
-            replacement = {"am": "are", "was": "were"}[bare]
-        elif bare in lx.SPEAKER_PRONOUNS and (bare != "i" or core in {"I", "i"}):
-            replacement = lx.SPEAKER_PRONOUNS[bare]
-            # A capital "My" starts a sentence and keeps its capital as "Their"; "I", "I'm" and
-            # "I've" are capitalised wherever they stand, so theirs says nothing.
-            if core[:1].isupper() and not bare.startswith("i"):
-                replacement = replacement.capitalize()
-        elif (
-            conjugate_coordinated
-            and not seen_to
-            and after_conjunction
-            and bare in lx.VERBS_BASE
-            and bare not in lx.IRREGULAR_THIRD
-        ):
-            replacement = _third_person(core)
-        if bare == "to":
-            seen_to = True
-        if replacement is not None and core:
-            token = token.replace(core, replacement, 1)
-        out.append(token)
-        # "and only listen": adverbs between the conjunction and the verb keep it coordinated.
-        after_conjunction = bare in {"and", "or", "but"} or (
-            after_conjunction and bare in lx.ADVERBS
-        )
-        previous = bare
-    return out
-
-
-def _finish(head: str, rest: list[str]) -> str:
-    words = list(rest)
-    # Agreement words ("too", "as well") say the user agrees with someone; the fact is the rest.
-    while words:
-        last = _bare(words[-1])
-        if last in {"too", "also"}:
-            words.pop()
-        elif last == "well" and len(words) > 1 and _bare(words[-2]) == "as":
-            del words[-2:]
-        else:
-            break
-    text = " ".join([head, *words]).strip()
-    text = re.sub(rf"[\s,;:\-{_NDASH}{_MDASH}]+$", "", text.rstrip(".!?…"))
-    return text + "."
 
 
 @dataclass(frozen=True)
@@ -516,7 +439,7 @@ def _first_person(tokens: list[str], bare: list[str]) -> _Head | None:
                 return None
         elif following not in lx.VERBS_BASE:
             return None
-        verb_out = "used" if word == "used" else _third_person(tokens[i].strip(_EDGE))
+        verb_out = "used" if word == "used" else verb_third_person(tokens[i].strip(EDGE))
         return _Head(
             " ".join([*head_words, verb_out, "to"]), tokens[i + 2 :], following, conjugate=False
         )
@@ -526,10 +449,10 @@ def _first_person(tokens: list[str], bare: list[str]) -> _Head | None:
     if needed is not None and bare[i + 1 : i + 2] != [needed]:
         return None
     if word in lx.VERBS_BASE:
-        verb = tokens[i].strip(_EDGE)
-        verb_out = _third_person(verb) if auxiliary is None else verb
+        verb = tokens[i].strip(EDGE)
+        verb_out = verb_third_person(verb) if auxiliary is None else verb
     elif word in lx.VERBS_PAST and auxiliary is None:
-        verb_out = tokens[i].strip(_EDGE)
+        verb_out = tokens[i].strip(EDGE)
     else:
         return None
     has_object = any(b not in lx.TRAILING_FILLERS for b in bare[i + 1 :])
@@ -573,7 +496,7 @@ def _possessive(tokens: list[str], bare: list[str]) -> _Head | None:
         if not after or any(w in lx.GONE or w.endswith("ed") for w in after):
             return None  # "my dog died", "my sister was ..."
         noun = bare[relation]
-        words = [t.strip(_EDGE) for t in tokens[1 : relation + 1]]
+        words = [t.strip(EDGE) for t in tokens[1 : relation + 1]]
         plural = noun.endswith("s") or noun in {"children", "grandchildren"}
         if not (plural or (modifiers and modifiers[0] in _NUMBERS)):
             words.insert(0, "an" if words[0][:1].lower() in "aeiou" else "a")
@@ -585,7 +508,7 @@ def _possessive(tokens: list[str], bare: list[str]) -> _Head | None:
     if len(bare) - verb_at < 2 or _leans_on_context(bare[verb_at + 1 :]):
         return None
     if bare[verb_at].endswith("'s"):
-        contracted = tokens[verb_at].strip(_EDGE)[:-2]  # "name's" -> "name is"
+        contracted = tokens[verb_at].strip(EDGE)[:-2]  # "name's" -> "name is"
         head = "The user's " + " ".join([*tokens[1:verb_at], contracted, "is"])
     else:
         head = "The user's " + " ".join(tokens[1 : verb_at + 1])
@@ -595,7 +518,7 @@ def _possessive(tokens: list[str], bare: list[str]) -> _Head | None:
 
 def _clause_fact(clause: str, quote: str) -> _Fact | None:
     tokens = clause.split()
-    bare = [_bare(t) for t in tokens]
+    bare = [bare_word(t) for t in tokens]
     if not (MIN_CLAUSE_CHARS <= len(clause) <= MAX_CLAUSE_CHARS):
         return None
     if not (2 <= len(tokens) <= MAX_CLAUSE_WORDS) or _is_blocked(clause, bare):
@@ -603,9 +526,9 @@ def _clause_fact(clause: str, quote: str) -> _Fact | None:
     head = _possessive(tokens, bare) if bare[0] == "my" else _first_person(tokens, bare)
     if head is None:
         return None
-    if _leans_on_context([_bare(t) for t in head.rest], copula=head.copula):
+    if _leans_on_context([bare_word(t) for t in head.rest], copula=head.copula):
         return None
-    text = _finish(head.text, _rewrite_rest(head.rest, conjugate_coordinated=head.conjugate))
+    text = finish(head.text, rewrite_rest(head.rest, conjugate_coordinated=head.conjugate))
     negated = any(b in _NEGATIONS or b.endswith("n't") for b in bare)
     return _Fact(text, _category(head, text), quote, negated)
 
@@ -637,7 +560,7 @@ def _sentences(content: str) -> list[_Sentence]:
             while start < end and content[start].isspace():
                 start += 1
             echo = (kind, content[start:end])
-        sentence_words = {_bare(w) for w in sentence.split()}
+        sentence_words = {bare_word(w) for w in sentence.split()}
         if sentence_words & lx.HYPOTHETICAL:
             out.append(_Sentence(question, (), None))
             continue
@@ -653,7 +576,7 @@ def _sentences(content: str) -> list[_Sentence]:
         previous_was_fact = False
         for start, end in clauses:
             clause = content[start:end]
-            first = _bare(clause.split()[0]) if clause.split() else ""
+            first = bare_word(clause.split()[0]) if clause.split() else ""
             if skip_next:
                 skip_next = False
                 previous_was_fact = False

@@ -1,10 +1,12 @@
-"""third_person: the user's clause as a statement about the user, every other word kept."""
+"""The person module: a user's clause as a statement about the user (every other word kept), a
+stored statement read in the first person as the verifier reads it, and the neutral form that
+extraction evaluation compares."""
 
 from __future__ import annotations
 
 import pytest
 
-from service.pipeline.extraction.person import third_person
+from service.pipeline.extraction.person import first_person, neutral, third_person
 
 CASES = [
     ("I can't stand horror movies", "The user can't stand horror movies."),
@@ -38,3 +40,50 @@ CASES = [
 @pytest.mark.parametrize(("clause", "expected"), CASES)
 def test_third_person(clause: str, expected: str) -> None:
     assert third_person(clause) == expected
+
+
+@pytest.mark.parametrize(
+    ("stored", "read"),
+    [
+        ("The user is a nurse.", "I am a nurse."),
+        ("The user has two cats.", "I have two cats."),
+        ("The user's sister is a nurse.", "My sister is a nurse."),
+        ("The user usually prefers tea.", "I usually prefer tea."),
+        # Adverbs that do not end in -ly used to be conjugated themselves ("I alway picks").
+        ("The user always picks a window seat.", "I always pick a window seat."),
+        ("The user sometimes works weekends.", "I sometimes work weekends."),
+        ("The user never drinks coffee.", "I never drink coffee."),
+        ("The user no longer eats meat.", "I no longer eat meat."),
+        ("The user can't stand horror movies.", "I can't stand horror movies."),
+        ("The user loves their dog.", "I love my dog."),
+        ("I have a dog.", "I have a dog."),
+    ],
+)
+def test_first_person(stored: str, read: str) -> None:
+    assert first_person(stored) == read
+
+
+@pytest.mark.parametrize(
+    ("text", "person", "expected"),
+    [
+        ("I am a teacher.", "first", "a teacher"),
+        ("The user is a teacher.", "third", "a teacher"),
+        ("I'm a teacher.", "first", "a teacher"),
+        ("I have two dogs.", "first", "have two dogs"),
+        ("I've got two dogs.", "first", "have two dogs"),
+        ("The user has two dogs.", "third", "have two dogs"),
+        ("My favorite color is blue.", "first", "favorite color is blue"),
+        ("The user's favorite color is blue.", "third", "favorite color is blue"),
+        ("I do not drink alcohol.", "first", "do not drink alcohol"),
+        ("The user doesn't drink alcohol.", "third", "do not drink alcohol"),
+        ("The user likes to ride their motorbike.", "third", "likes to ride motorbike"),
+        (
+            "I love cooking but i also enjoy fishing.",
+            "first",
+            "love cooking but also enjoy fishing",
+        ),
+        ("I am.", "first", "i am."),  # nothing but markers: kept as it was, lower-cased
+    ],
+)
+def test_neutral_form(text: str, person: str, expected: str) -> None:
+    assert neutral(text, person) == expected  # type: ignore[arg-type]
