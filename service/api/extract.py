@@ -10,7 +10,7 @@ from service.api.responses import LLM_PROBLEMS, MODEL_PROBLEMS
 from service.pipeline import extract as extraction
 from service.pipeline.budget import request_budget
 from service.pipeline.extract import Outcome
-from service.pipeline.extractors import choose
+from service.pipeline.extractors import extract_and_judge
 from service.pipeline.verify import verify_attributes
 from service.schemas.common import EvidenceOut
 from service.schemas.pipeline import (
@@ -43,8 +43,9 @@ async def extract(
     conversation = [m.model_dump() for m in body.conversation]
     settings = state.settings
     budget = request_budget(settings.batch_queue_size, settings.request_max_model_tokens)
-    extractor = choose(body.extractor, settings, state.llm, models, budget)
-    judged = await extraction.judge(conversation, extractor, models, budget=budget)
+    judged = await extract_and_judge(
+        conversation, body.extractor, settings, state.llm, models, budget
+    )
     store = body.store if body.store is not None else body.user_id is not None
     if not (store and body.user_id is not None):
         return _answer(extraction.not_stored(judged), store, body.user_id)

@@ -11,9 +11,8 @@ from service.api.responses import LLM_PROBLEMS
 from service.api.sse import sse_doc, stream_reply
 from service.pipeline import generate as generation
 from service.pipeline import turn
-from service.pipeline.select import Scored, stored_items
+from service.pipeline.select import Scored
 from service.schemas.pipeline import GenerateRequest, GenerateResponse, Usage, UsedAttribute
-from service.store.db import transaction
 
 router = APIRouter(prefix="/v1", tags=["pipeline"])
 
@@ -44,11 +43,13 @@ async def generate(
     conversation = [m.model_dump() for m in body.messages]
     settings = state.settings
     if body.user_id is not None:
-        models = get_models(state)
-        async with transaction(state.sessions) as session:
-            items = await stored_items(session, caller.tenant_id, body.user_id)
-        used = await turn.choose_attributes(
-            models, conversation, items, prefilter_k=settings.select_prefilter_k
+        used = await turn.attributes_for(
+            state.sessions,
+            get_models(state),
+            caller.tenant_id,
+            body.user_id,
+            conversation,
+            prefilter_k=settings.select_prefilter_k,
         )
     else:
         used = [Scored(t, None, 1.0, None, True) for t in body.attributes or []]

@@ -6,9 +6,8 @@ from fastapi import APIRouter
 
 from service.api.deps import AuthOnlyDep, ModelsDep, StateDep
 from service.api.responses import MODEL_PROBLEMS
-from service.pipeline.select import DEFAULT_CAP, RELEVANCE, Item, select, stored_items
+from service.pipeline.select import DEFAULT_CAP, RELEVANCE, select_for
 from service.schemas.pipeline import ScoredAttribute, SelectRequest, SelectResponse
-from service.store.db import transaction
 
 router = APIRouter(prefix="/v1", tags=["pipeline"])
 
@@ -23,12 +22,15 @@ async def select_attributes(
     scores those; an attribute is selected at or over the model's calibrated threshold, at
     most `cap` of them. Every attribute is returned: `score` is null for those the prefilter
     left out. An unknown user has no attributes (an empty list, not a 404)."""
-    if body.user_id is not None:
-        async with transaction(state.sessions) as session:
-            items = await stored_items(session, caller.tenant_id, body.user_id)
-    else:
-        items = [Item(text) for text in body.attributes or []]
-    scored = await select(models, body.prompt, items, prefilter_k=state.settings.select_prefilter_k)
+    scored = await select_for(
+        state.sessions,
+        models,
+        caller.tenant_id,
+        body.prompt,
+        user_id=body.user_id,
+        attributes=body.attributes,
+        prefilter_k=state.settings.select_prefilter_k,
+    )
     classifier = models.classifier(RELEVANCE)
     return SelectResponse(
         attributes=[

@@ -18,7 +18,7 @@ from service.jobs.worker import notify_on_commit
 from service.llm.base import LLMClient
 from service.pipeline import generate as generation
 from service.pipeline import turn
-from service.pipeline.select import Scored, stored_items
+from service.pipeline.select import Scored
 from service.pipeline.turn_extraction import EXTRACT_KIND, payload
 from service.schemas.pipeline import TurnRequest, TurnResponse, Usage, UsedAttribute
 from service.state import AppState
@@ -59,10 +59,13 @@ async def chat_turn(
     With `stream: true` the job's id is announced in the first event, before the job exists."""
     conversation = [m.model_dump() for m in body.messages]
     settings = state.settings
-    async with transaction(state.sessions) as session:
-        items = await stored_items(session, caller.tenant_id, body.user_id)
-    used = await turn.choose_attributes(
-        state.models, conversation, items, prefilter_k=settings.select_prefilter_k
+    used = await turn.attributes_for(
+        state.sessions,
+        state.models,
+        caller.tenant_id,
+        body.user_id,
+        conversation,
+        prefilter_k=settings.select_prefilter_k,
     )
     max_tokens = body.max_tokens or settings.reply_max_tokens
     temperature = settings.reply_temperature if body.temperature is None else body.temperature

@@ -14,7 +14,7 @@ from service.jobs.worker import ClaimedJob, PermanentJobError
 from service.pipeline import extract as extraction
 from service.pipeline.budget import OverBudget, request_budget
 from service.pipeline.extract import Judged
-from service.pipeline.extractors import NoLLMForExtraction, choose
+from service.pipeline.extractors import NoLLMForExtraction, extract_and_judge
 from service.pipeline.turn_extraction import shift
 from service.store.users import get_user_by_id
 
@@ -37,10 +37,9 @@ class ExtractionJob:
         settings = self.state.settings
         budget = request_budget(settings.batch_queue_size, settings.job_max_model_tokens)
         try:
-            extractor = choose(
-                job.payload.get("extractor"), settings, self.state.llm, models, budget
+            judged = await extract_and_judge(
+                conversation, job.payload.get("extractor"), settings, self.state.llm, models, budget
             )
-            judged = await extraction.judge(conversation, extractor, models, budget=budget)
         except (NoLLMForExtraction, ModelNotLoaded, OverBudget) as exc:
             raise PermanentJobError(str(exc)) from exc
         return shift(judged, offset)

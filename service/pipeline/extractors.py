@@ -1,13 +1,16 @@
-"""Which extractor a request gets."""
+"""Which extractor a request gets, and the extraction use case that runs it."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from service.config import Settings
 from service.inference import ModelRegistry
 from service.llm.base import LLMClient
+from service.pipeline import extract as extraction
 from service.pipeline.budget import Budget
+from service.pipeline.extract import Judged
 from service.pipeline.extraction.learned import LearnedExtractor
 from service.pipeline.extraction.llm import LLMExtractor
 from service.pipeline.extraction.rules import RuleExtractor
@@ -56,3 +59,18 @@ def choose(
     if llm is None:
         raise NoLLMForExtraction("the llm extractor needs a language model; none is configured")
     return LLMExtractor(llm, deadline_s=settings.llm_deadline_s)
+
+
+async def extract_and_judge(
+    conversation: Sequence[Mapping[str, str]],
+    name: Literal["rules", "learned", "llm"] | None,
+    settings: Settings,
+    llm: LLMClient | None,
+    models: ModelRegistry,
+    budget: Budget,
+) -> list[Judged]:
+    """The model half of extraction, as ``POST /v1/extract`` and the per-turn job both run it:
+    the chosen extractor's candidates, grounded, verified and embedded (no writes; the caller
+    stores them with ``extract.store`` in its transaction)."""
+    extractor = choose(name, settings, llm, models, budget)
+    return await extraction.judge(conversation, extractor, models, budget=budget)

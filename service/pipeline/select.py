@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from service import metrics
 from service.inference import ModelRegistry
@@ -29,6 +29,7 @@ from service.inference.embedder import Embedder
 from service.inference.relevance_adapter import combine
 from service.pipeline.extract import EmbedderMissing
 from service.store.attributes import AttributeRepository
+from service.store.db import transaction
 from service.store.users import get_user
 
 RELEVANCE = "relevance"
@@ -128,3 +129,30 @@ async def stored_items(session: AsyncSession, tenant_id: str, external_id: str) 
     return [
         Item(r.text, r.id, Embedder.from_bytes(r.embedding) if r.embedding else None) for r in rows
     ]
+
+
+async def user_items(
+    sessions: async_sessionmaker[AsyncSession], tenant_id: str, external_id: str
+) -> list[Item]:
+    """``stored_items`` in a read transaction of its own (ended before any model runs)."""
+    async with transaction(sessions) as session:
+        return await stored_items(session, tenant_id, external_id)
+
+
+async def select_for(
+    sessions: async_sessionmaker[AsyncSession],
+    models: ModelRegistry,
+    tenant_id: str,
+    prompt: str,
+    *,
+    user_id: str | None,
+    attributes: Sequence[str] | None,
+    prefilter_k: int,
+) -> list[Scored]:
+    """The selection use case (``POST /v1/select``): a stored user's attributes, or the
+    given ones, scored for ``prompt``."""
+    if user_id is not None:
+        items = await user_items(sessions, tenant_id, user_id)
+    else:
+        items = [Item(text) for text in attributes or []]
+    return await select(models, prompt, items, prefilter_k=prefilter_k)

@@ -7,10 +7,12 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
 from service.inference import ModelRegistry
 from service.llm.base import Completion, LLMClient
 from service.pipeline import generate as generation
-from service.pipeline.select import Item, Scored, select
+from service.pipeline.select import Item, Scored, select, user_items
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,21 @@ async def choose_attributes(
         return []
     scored = await select(models, prompt, items, prefilter_k=prefilter_k)
     return [s for s in scored if s.selected]
+
+
+async def attributes_for(
+    sessions: async_sessionmaker[AsyncSession],
+    models: ModelRegistry | None,
+    tenant_id: str,
+    user_id: str,
+    conversation: Sequence[Mapping[str, str]],
+    *,
+    prefilter_k: int,
+) -> list[Scored]:
+    """The first half of a turn (``/v1/turns``, and ``/v1/generate`` for a stored user): the
+    user's stored attributes selected for the newest user message."""
+    items = await user_items(sessions, tenant_id, user_id)
+    return await choose_attributes(models, conversation, items, prefilter_k=prefilter_k)
 
 
 async def reply(

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 from service.inference import ModelRegistry
-from service.pipeline.select import Item
-from service.pipeline.turn import choose_attributes, last_user_message
+from service.inference.embedder import Embedder
+from service.pipeline.select import Item, select_for
+from service.pipeline.turn import attributes_for, choose_attributes, last_user_message
+from service.store import tenants
+from service.store.attributes import AttributeIn, AttributeRepository
+from service.store.db import create_engine, session_factory, transaction
+from service.store.users import get_or_create_user
+from tests.conftest import Database
 from tests.pipeline.test_select import registry
 
 
@@ -41,3 +47,34 @@ async def test_a_first_turn_or_an_empty_message_runs_no_model() -> None:
     assert await choose_attributes(None, first, items, prefilter_k=8) == []
     assert relevance.pairs_seen == 0 and axes.seen == []
     assert isinstance(models, ModelRegistry)
+
+
+async def test_a_turn_reads_only_this_tenants_user_from_the_database(clean_db: Database) -> None:
+    """attributes_for and select_for on a real database: the stored vectors are used (no text
+    is embedded but the prompt), and another tenant's user of the same name is never read."""
+    engine = create_engine(clean_db.url, schema=clean_db.schema)
+    sessions = session_factory(engine)
+    models, axes, _ = registry()
+    async with transaction(sessions) as s:
+        ours = (await tenants.create_tenant(s, "ours")).tenant_id
+        theirs = (await tenants.create_tenant(s, "theirs")).tenant_id
+        for tenant, texts in ((ours, ["north 0.9", "south 0.2"]), (theirs, ["north 0.99"])):
+            user = await get_or_create_user(s, tenant, "alice")
+            repo = AttributeRepository(s, tenant)
+            for text in texts:
+                vector = Embedder.to_bytes(axes.vector(text))
+                await repo.create(user, AttributeIn(text, embedding=vector), actor="test")
+    chat = [{"role": "user", "content": "north please"}]
+    used = await attributes_for(sessions, models, ours, "alice", chat, prefilter_k=8)
+    assert [u.text for u in used] == ["north 0.9"]
+    assert axes.seen == ["north please"]
+    scored = await select_for(
+        sessions, models, theirs, "north", user_id="alice", attributes=None, prefilter_k=8
+    )
+    assert [(s.text, s.selected) for s in scored] == [("north 0.99", True)]
+    inline = await select_for(
+        sessions, models, ours, "south", user_id=None, attributes=["south 0.7"], prefilter_k=8
+    )
+    assert [(s.text, s.selected) for s in inline] == [("south 0.7", True)]
+    assert await attributes_for(sessions, models, ours, "bob", chat, prefilter_k=8) == []
+    await engine.dispose()
