@@ -310,7 +310,11 @@ def _train(args: argparse.Namespace, settings: Settings) -> int:
 
     logging.basicConfig(level=logging.INFO)
     config = TrainConfig(
-        epochs=args.epochs or 2, batch_size=args.batch_size, lr=args.lr, max_length=args.max_length
+        epochs=args.epochs or 2,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        max_length=args.max_length,
+        precision=args.precision,
     )
     base = Path(args.base) if args.base else None
     out = Path(args.out)
@@ -487,6 +491,14 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--batch-size", type=int, default=16)
     train.add_argument("--lr", type=float, default=4e-5)
     train.add_argument("--max-length", type=int, default=128)
+    train.add_argument(
+        "--precision",
+        choices=["fp32", "bf16"],
+        default="fp32",
+        help="cross-encoders: bf16 runs the forward and backward passes under bfloat16 autocast "
+        "(weights and optimizer stay fp32); about 1.7x faster on CPUs with AMX or AVX-512 BF16, "
+        "slower elsewhere",
+    )
     train.set_defaults(func=_train)
 
     export = sub.add_parser(

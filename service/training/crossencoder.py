@@ -48,6 +48,8 @@ class TrainConfig:
     max_length: int = 128
     seed: int = 13
     pos_weight: float = 1.0
+    # "bf16": forward and backward under bfloat16 autocast (weights, optimizer and loss in fp32).
+    precision: str = "fp32"
 
 
 def default_base_model() -> Path:
@@ -120,6 +122,7 @@ class CrossEncoder:
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
         bce = torch.nn.BCEWithLogitsLoss(pos_weight=torch.tensor(config.pos_weight))
         items: list[PointExample | PairwiseExample] = list(examples)
+        autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=config.precision == "bf16")
         for epoch in range(config.epochs):
             self.model.train()
             # Shuffle, then sort within chunks by length: less padding, still random batches.
@@ -137,14 +140,16 @@ class CrossEncoder:
             for n, batch in enumerate(bar, 1):
                 if isinstance(batch[0], PointExample):
                     points = [e for e in batch if isinstance(e, PointExample)]
-                    logits = self.logits([(e.a, e.b) for e in points])
+                    with autocast:
+                        logits = self.logits([(e.a, e.b) for e in points]).float()
                     labels = torch.tensor([e.label for e in points], dtype=torch.float32)
                     loss = bce(logits, labels)
                 else:
                     pairs = [e for e in batch if isinstance(e, PairwiseExample)]
-                    both = self.logits(
-                        [(e.a, e.chosen) for e in pairs] + [(e.a, e.rejected) for e in pairs]
-                    )
+                    with autocast:
+                        both = self.logits(
+                            [(e.a, e.chosen) for e in pairs] + [(e.a, e.rejected) for e in pairs]
+                        ).float()
                     chosen, rejected = both[: len(pairs)], both[len(pairs) :]
                     loss = -torch.nn.functional.logsigmoid(chosen - rejected).mean()
                 loss.backward()
