@@ -84,14 +84,15 @@ def create_app(
 
         def judge_for(name: str, seed: int) -> Judge:
             # Read at run time: the models and the LLM client are whatever the process holds.
+            # The model judges go through the batchers, between the batches of live requests.
             models = state.models
-            reward = models.classifiers.get("reward") if models is not None else None
+            reward = models.batchers.get("reward") if models is not None else None
             embedder = models.embedder if models is not None else None
             return build_judge(
                 name,
                 seed=seed,
-                reward_score=reward.score if reward is not None else None,
-                encode=embedder.encode if embedder is not None else None,
+                reward_score=reward.submit_batch if reward is not None else None,
+                encode=embedder.aencode_batch if embedder is not None else None,
                 llm=state.llm,
                 llm_concurrency=settings.eval_llm_concurrency,
             )

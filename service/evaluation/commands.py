@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +13,7 @@ import numpy as np
 
 from service.config import Settings
 from service.evaluation import relevance, verification
-from service.evaluation.batching import score_in_sorted_batches
+from service.evaluation.batching import Pair, score_in_sorted_batches
 
 
 def _classifier(settings: Settings, name: str, model_dir: Path | None) -> Any:
@@ -33,6 +35,15 @@ def _batched(classifier: Any) -> Any:
         return score_in_sorted_batches(classifier.score, pairs)
 
     return score
+
+
+def _threaded(score: Callable[[list[Pair]], np.ndarray]) -> Callable[[list[Pair]], Any]:
+    """An offline model's ``score`` as the judges call it: awaited, run in a worker thread."""
+
+    async def threaded(pairs: list[Pair]) -> np.ndarray:
+        return await asyncio.to_thread(score, pairs)
+
+    return threaded
 
 
 def eval_verification(settings: Settings, data: Path, model_dir: Path | None) -> dict[str, Any]:
@@ -285,12 +296,12 @@ def eval_personafeedback(
     async def main() -> dict[str, Any]:
         reward_score = encode = llm = None
         if judge == "reward":
-            reward_score = _classifier(settings, "reward", model_dir).score
+            reward_score = _threaded(_classifier(settings, "reward", model_dir).score)
         elif judge == "embedding":
             from service.inference.embedder import Embedder
 
             embedder = Embedder.load(settings.embedder_path, threads=settings.onnx_intra_op_threads)
-            encode = embedder.encode
+            encode = embedder.aencode
         elif judge == "llm":
             llm = build_llm(settings)
         scorer = build_judge(

@@ -12,13 +12,13 @@ import asyncio
 import hashlib
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from service.evaluation.batching import Pair, score_in_sorted_batches
+from service.evaluation.batching import Pair, ascore_in_sorted_batches
 from service.evaluation.persona import persona_text, reward_query
 from service.evaluation.personafeedback import Case
 from service.llm.base import LLMBadResponse, LLMClient, Message, extract_json_object
@@ -47,14 +47,17 @@ class Judge(Protocol):
 class RewardJudge:
     """The shipped reward model: the reply with the higher (persona+question, reply) score wins.
 
-    The query text is ``reward_query``, exactly what the model was trained on. Scoring runs in a
-    worker thread in length-sorted batches of fixed size, so int8 activation ranges (which
-    depend on the batch) are the same on every run.
+    The query text is ``reward_query``, exactly what the model was trained on. ``score`` gets
+    length-sorted batches of fixed size, one at a time (in the service, the reward model's
+    ``MicroBatcher.submit_batch``: between live batches, never merged with them), so int8
+    activation ranges (which depend on the batch) are the same on every run.
     """
 
     name = "reward"
 
-    def __init__(self, score: Callable[[list[Pair]], np.ndarray], batch_size: int = 64) -> None:
+    def __init__(
+        self, score: Callable[[list[Pair]], Awaitable[np.ndarray]], batch_size: int = 64
+    ) -> None:
         self._score = score
         self._batch_size = batch_size
 
@@ -63,26 +66,33 @@ class RewardJudge:
         pairs = [(q, c.chosen) for q, c in zip(queries, cases, strict=True)] + [
             (q, c.reject) for q, c in zip(queries, cases, strict=True)
         ]
-        scores = await asyncio.to_thread(
-            score_in_sorted_batches, self._score, pairs, self._batch_size
-        )
+        scores = await ascore_in_sorted_batches(self._score, pairs, self._batch_size)
         n = len(cases)
         # A tie is not a win: the judge must prefer the chosen reply to count as correct.
         return [Verdict(bool(scores[i] > scores[n + i])) for i in range(n)]
 
 
 class EmbeddingJudge:
-    """Baseline: the reply whose embedding is closer to the persona's text wins."""
+    """Baseline: the reply whose embedding is closer to the persona's text wins. ``encode`` gets
+    at most ``batch_size`` texts at a time (in the service, the embedder's batcher, one batch
+    at a time)."""
 
     name = "embedding"
 
-    def __init__(self, encode: Callable[[Sequence[str]], np.ndarray]) -> None:
+    def __init__(
+        self, encode: Callable[[Sequence[str]], Awaitable[np.ndarray]], batch_size: int = 64
+    ) -> None:
         self._encode = encode
+        self._batch_size = batch_size
 
     async def judge(self, cases: Sequence[Case]) -> list[Verdict]:
         texts = [persona_text(c.persona) for c in cases]
         texts += [c.chosen for c in cases] + [c.reject for c in cases]
-        vectors = await asyncio.to_thread(self._encode, texts)
+        parts = [
+            await self._encode(texts[start : start + self._batch_size])
+            for start in range(0, len(texts), self._batch_size)
+        ]
+        vectors = np.concatenate(parts)
         n = len(cases)
         persona, chosen, reject = vectors[:n], vectors[n : 2 * n], vectors[2 * n :]
         # Unit vectors (the embedder normalises), so the dot product is the cosine.
@@ -209,8 +219,8 @@ def build_judge(
     name: str,
     *,
     seed: int = 0,
-    reward_score: Callable[[list[Pair]], np.ndarray] | None = None,
-    encode: Callable[[Sequence[str]], np.ndarray] | None = None,
+    reward_score: Callable[[list[Pair]], Awaitable[np.ndarray]] | None = None,
+    encode: Callable[[Sequence[str]], Awaitable[np.ndarray]] | None = None,
     llm: LLMClient | None = None,
     llm_concurrency: int = 8,
 ) -> Judge:

@@ -201,6 +201,31 @@ class MicroBatcher(Generic[ItemT]):
                 raise result
         return np.asarray(results, dtype=np.float32)
 
+    async def submit_batch(self, items: Sequence[ItemT]) -> Float32Array:
+        """``items`` as one model call of their own, run in this batcher's worker thread between
+        the batches of live requests.
+
+        For background work (the evaluation judges): it shares the model with live traffic
+        instead of running beside it, and its items are never merged with other callers', so a
+        result that depends on the batch (int8 activation ranges) is the same on every run.
+        Callers submit one bounded batch at a time, so it is not counted against the queue
+        bound. Raises BatcherClosed when not serving."""
+        if not items:
+            return np.empty(0, dtype=np.float32)
+        executor = self._executor
+        if self._closed or not self.running or executor is None:
+            raise BatcherClosed(f"model '{self.name}' is not serving")
+        batch = list(items)
+        counts = await asyncio.to_thread(self.model.token_counts, batch)
+
+        def timed() -> tuple[Float32Array, float]:
+            started = time.perf_counter()
+            return self.model.score(batch), time.perf_counter() - started
+
+        scores, elapsed = await asyncio.get_running_loop().run_in_executor(executor, timed)
+        self._observe(len(batch), max(counts), elapsed)
+        return np.asarray(scores, dtype=np.float32)
+
     def retry_after(self) -> int:
         """Seconds until the current backlog should have drained, from recent throughput."""
         rate = self._items_per_second

@@ -352,6 +352,17 @@ class Embedder:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, self.encode, texts)
 
+    async def aencode_batch(self, texts: Sequence[str]) -> Float32Array:
+        """``texts`` as one model call of their own (``MicroBatcher.submit_batch``), for
+        background work such as the embedding judge; never started, on this embedder's thread."""
+        texts = list(texts)
+        if not texts:
+            return np.empty((0, self.dim), dtype=np.float32)
+        if self._batcher is not None:
+            return (await self._batcher.submit_batch(texts)).reshape(len(texts), self.dim)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self.encode, texts)
+
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
 

@@ -132,6 +132,39 @@ async def test_same_run_twice_same_numbers_as_the_cli(eval_api: Api) -> None:
     assert set(cli) == set(docs[0]["results"])
 
 
+@pytest.mark.parametrize("judge", ["reward", "embedding"])
+async def test_model_judges_run_through_the_batchers_with_the_clis_numbers(
+    eval_settings: Settings, clean_db: Database, shared_data_dir: Path, judge: str
+) -> None:
+    """With the shipped models loaded, the model judges score through the serving batchers
+    (between live batches) and still give exactly the offline command's numbers: the reward
+    model sees the same fixed, length-sorted batches either way."""
+    # The shared data folder: its ONNX cache already holds the derived CPU graphs.
+    settings = eval_settings.model_copy(update={"load_models": True, "data_dir": shared_data_dir})
+    model = {"reward": "reward", "embedding": "embedder"}[judge]
+    async with serving(settings, clean_db) as (api, _):
+        h = bearer(await api.new_tenant())
+        body = {"dataset": "tiny", "judge": judge, "tiers": ["easy", "hard"]}
+        before = REGISTRY.get_sample_value("tailor_inference_items_total", {"model": model})
+        run_id = (await api.client.post("/v1/eval", json=body, headers=h)).json()["run_id"]
+        doc = await wait_done(api, run_id, h)
+        assert doc["status"] == "succeeded", doc
+        after = REGISTRY.get_sample_value("tailor_inference_items_total", {"model": model})
+        # Six cases: two replies each for the reward model, persona and two replies to embed.
+        assert (after or 0) - (before or 0) == (12 if judge == "reward" else 18)
+    from service.evaluation.runner import Selection
+
+    cli = await asyncio.to_thread(
+        commands.eval_personafeedback,
+        settings,
+        TINY,
+        judge,
+        selection=Selection(tiers=("easy", "hard")),
+        show_progress=False,
+    )
+    assert numbers(cli) == numbers(doc["results"])
+
+
 @pytest.mark.parametrize("name", ["..", "../tiny", "/etc", "tiny/../..", ".hidden", "a\\b"])
 async def test_dataset_name_that_leaves_the_folder_is_422(eval_api: Api, name: str) -> None:
     h = bearer(await eval_api.new_tenant())

@@ -47,7 +47,8 @@ async def test_reward_prefers_the_higher_score_and_uses_reward_query() -> None:
     cases = _cases()
     seen: list[tuple[str, str]] = []
 
-    def score(pairs: list[tuple[str, str]]) -> np.ndarray:
+    async def score(pairs: list[tuple[str, str]]) -> np.ndarray:
+        assert len(pairs) <= 3  # one fixed-size batch at a time
         seen.extend(pairs)
         # The chosen reply wins exactly when it is the longer one.
         return np.array([len(reply) for _, reply in pairs], dtype=np.float32)
@@ -59,7 +60,7 @@ async def test_reward_prefers_the_higher_score_and_uses_reward_query() -> None:
 
 
 async def test_reward_tie_is_not_a_win() -> None:
-    def score(pairs: list[tuple[str, str]]) -> np.ndarray:
+    async def score(pairs: list[tuple[str, str]]) -> np.ndarray:
         return np.zeros(len(pairs), dtype=np.float32)
 
     assert not any(v.correct for v in await RewardJudge(score).judge(_cases()))
@@ -69,11 +70,12 @@ async def test_embedding_prefers_the_reply_closer_to_the_persona() -> None:
     cases = _cases()
     near = {c.chosen for c in cases} | {persona_text(c.persona) for c in cases}
 
-    def encode(texts: Sequence[str]) -> np.ndarray:
+    async def encode(texts: Sequence[str]) -> np.ndarray:
+        assert len(texts) <= 4  # at most batch_size texts at a time
         # Personas and chosen replies point one way, rejected replies another.
         return np.array([[1.0, 0.0] if t in near else [0.0, 1.0] for t in texts], np.float32)
 
-    verdicts = await EmbeddingJudge(encode).judge(cases)
+    verdicts = await EmbeddingJudge(encode, batch_size=4).judge(cases)
     assert all(v.correct for v in verdicts)
 
 

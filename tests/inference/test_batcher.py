@@ -381,3 +381,37 @@ async def test_items_may_be_texts_answered_with_vectors(
     assert len(model.batches) < len(texts)  # concurrent texts shared runs
     both = await batcher.submit(texts[:2])
     assert both.shape == (2, 3) and both.dtype == np.float32
+
+
+async def test_a_whole_batch_runs_alone_in_the_model_thread_between_live_batches(
+    make_batcher: Callable[..., MicroBatcher],
+) -> None:
+    """submit_batch (the evaluation judges): its items are one model call of their own, never
+    merged with live items, in the batcher's thread, and live submits still get served."""
+    gate = threading.Event()
+    model = FakeModel(gate=gate)
+    name = unique_name("whole")
+    batcher = make_batcher(model, name=name, max_size=64, max_wait_ms=20)
+    await batcher.start()
+    live = asyncio.create_task(batcher.submit([pair_of(5, "live")]))
+    await eventually(lambda: len(model.batches) == 1)  # the live batch holds the thread
+    whole = [pair_of(6, "a"), pair_of(7, "b"), pair_of(8, "c")]
+    judged = asyncio.create_task(batcher.submit_batch(whole))
+    later = asyncio.create_task(batcher.submit([pair_of(9, "later")]))
+    await asyncio.sleep(0.05)
+    gate.set()
+    scores, _, _ = await asyncio.wait_for(asyncio.gather(judged, live, later), timeout=5)
+    assert list(scores) == pytest.approx([6 / 1000, 7 / 1000, 8 / 1000])
+    assert whole in model.batches  # exactly its items, in its order, as one call
+    assert all(not (set(b) & set(whole)) or b == whole for b in model.batches)
+    assert model.threads == {t for t in model.threads if t.startswith(f"infer-{name}")}
+    assert metric("tailor_inference_items_total", name) == 5
+
+
+async def test_a_whole_batch_before_start_is_refused(
+    make_batcher: Callable[..., MicroBatcher],
+) -> None:
+    batcher = make_batcher(FakeModel())
+    with pytest.raises(BatcherClosed):
+        await batcher.submit_batch([pair_of(5)])
+    assert (await batcher.submit_batch([])).shape == (0,)
