@@ -47,9 +47,16 @@ def build_relevance() -> dict:
     kinds: Counter = Counter()
     relevant_per_prompt: Counter = Counter()
     writers: Counter = Counter()
+    extra: dict[str, list[dict]] = defaultdict(list)
+    for path in sorted((HERE / "relevance" / "extra").glob("*.jsonl")):
+        for row in _rows(path):
+            extra[row["profile_id"]] += row["prompts"]
     for path in sorted((HERE / "relevance" / "raw").glob("*.jsonl")):
         writer = path.stem.split("_")[0]
         for profile in _rows(path):
+            if extra.get(profile["profile_id"]):
+                assert profile["split"] != "test", "extra prompts for a test profile"
+                profile["prompts"] = profile["prompts"] + extra[profile["profile_id"]]
             split = profile["split"]
             stats["profiles"][split] += 1
             writers[writer] += 1

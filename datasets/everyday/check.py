@@ -65,6 +65,18 @@ def check_relevance(row: dict, where: str) -> list[str]:
     return errs
 
 
+def check_extra(row: dict, where: str, profiles: dict[str, dict]) -> list[str]:
+    """A row of relevance/extra/*.jsonl: more prompts for a train or val profile written earlier
+    ({"profile_id", "prompts": [...]}, prompts as in a profile)."""
+    profile = profiles.get(str(row.get("profile_id")))
+    if profile is None:
+        return [f"{where}: unknown profile {row.get('profile_id')!r}"]
+    if profile["split"] == "test":
+        return [f"{where}: {row['profile_id']} is a test profile; extras are for train and val"]
+    merged = dict(profile, prompts=row.get("prompts"))
+    return check_relevance(merged, where)
+
+
 def check_verification(row: dict, where: str) -> list[str]:
     errs = []
     if not isinstance(row.get("conversation_id"), str):
@@ -105,8 +117,19 @@ def check_verification(row: dict, where: str) -> list[str]:
     return errs
 
 
+def _profiles() -> dict[str, dict]:
+    return {
+        row["profile_id"]: row
+        for path in sorted((HERE / "relevance" / "raw").glob("*.jsonl"))
+        for row in map(json.loads, filter(str.strip, path.read_text(encoding="utf-8").splitlines()))
+    }
+
+
 def main(argv: list[str]) -> int:
-    files = [Path(a) for a in argv] or sorted(HERE.glob("*/raw/*.jsonl"))
+    files = [Path(a) for a in argv] or sorted(HERE.glob("*/raw/*.jsonl")) + sorted(
+        HERE.glob("relevance/extra/*.jsonl")
+    )
+    profiles = _profiles()
     errors: list[str] = []
     seen: dict[str, str] = {}
     counts = {"profiles": 0, "prompts": 0, "conversations": 0, "cases": 0}
@@ -120,6 +143,10 @@ def main(argv: list[str]) -> int:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
                 errors.append(f"{where}: not JSON ({exc})")
+                continue
+            if path.parent.name == "extra":
+                errors += check_extra(row, where, profiles)
+                counts["prompts"] += len(row.get("prompts") or [])
                 continue
             key = row.get("profile_id") or row.get("conversation_id")
             if key in seen:

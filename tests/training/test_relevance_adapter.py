@@ -77,7 +77,7 @@ def test_trains_chooses_on_validation_and_writes_the_adapter(tmp_path: Path) -> 
     assert result["validation"]["f1"] > 0.9  # cosine alone scores these pairs at zero
     assert result["weight"] > 0  # the stand-in cross-encoder alone knows nothing
     card = json.loads((model / "tailor.json").read_text())
-    assert card["adapter"]["shortlist"] == result["shortlist"]
+    assert card["adapter"]["shortlist"] == result["shortlist"] == 6  # the latency budget's
     assert abs(card["threshold"] - result["threshold"]) < 1e-5
     assert "adapter" in json.loads((model / "metrics.json").read_text())
     adapter = RelevanceAdapter.load(model)
