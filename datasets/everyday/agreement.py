@@ -113,6 +113,34 @@ def main() -> None:
         # the relabel: an independent check of the final labels.
         blind2 = {r["id"]: r for r in _rows(HERE / "review" / "relevance_blind_2.jsonl")}
         out["relevance_final"] = _relevance_agreement(firsts, blind2, _rows(third))
+    if (HERE / "review" / "verification_third_reading.jsonl").is_file():
+        # The second round (writers I-K): a fresh blind reading of 168 new cases. Writer J
+        # renumbered some conversations after the sample was drawn, so cases are matched by
+        # their conversation and attribute, not by id.
+        by_text = {(json.dumps(r["conversation"]), r["attribute"]): r for r in first.values()}
+        blind3 = {r["id"]: r for r in _rows(HERE / "review" / "verification_blind_3.jsonl")}
+        matched = []
+        for r in _rows(HERE / "review" / "verification_third_reading.jsonl"):
+            b = blind3[r["id"]]
+            row = by_text.get((json.dumps(b["conversation"]), b["attribute"]))
+            if row is not None:
+                matched.append((row, r["label"] == "supported"))
+        pairs3 = [(row["label"] == "supported", read) for row, read in matched]
+        out["verification_second_round"] = {
+            "n": len(pairs3),
+            "cases_changed_since_sampling": len(blind3) - len(pairs3),
+            "agreement": round(sum(a == b for a, b in pairs3) / len(pairs3), 4),
+            "cohen_kappa": round(_kappa(pairs3), 4),
+            "disagreements": [
+                row["id"] for row, read in matched if (row["label"] == "supported") != read
+            ],
+        }
+    if (HERE / "review" / "relevance_extra_reading.jsonl").is_file():
+        # The second round's prompts (writers L-M), read blind by a fresh reader.
+        blind_extra = {r["id"]: r for r in _rows(HERE / "review" / "relevance_blind_extra.jsonl")}
+        out["relevance_second_round"] = _relevance_agreement(
+            firsts, blind_extra, _rows(HERE / "review" / "relevance_extra_reading.jsonl")
+        )
     (HERE / "review" / "agreement.json").write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps(out, indent=2))
 
