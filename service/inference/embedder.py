@@ -356,12 +356,9 @@ class Embedder:
         """``texts`` as one model call of their own (``MicroBatcher.submit_batch``), for
         background work such as the embedding judge; never started, on this embedder's thread."""
         texts = list(texts)
-        if not texts:
-            return np.empty((0, self.dim), dtype=np.float32)
-        if self._batcher is not None:
-            return (await self._batcher.submit_batch(texts)).reshape(len(texts), self.dim)
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self.encode, texts)
+        if self._batcher is None or not texts:
+            return await self.aencode(texts)
+        return (await self._batcher.submit_batch(texts)).reshape(len(texts), self.dim)
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)

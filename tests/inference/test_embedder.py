@@ -171,6 +171,11 @@ async def test_aencode_matches_encode(embedder: Embedder) -> None:
     texts = ["I love dogs", "I adore puppies"]
     np.testing.assert_allclose(await embedder.aencode(texts), embedder.encode(texts), atol=1e-6)
     assert (await embedder.aencode([])).shape == (0, 384)
+    # Not started: a whole batch runs on the embedder's own thread too.
+    np.testing.assert_allclose(
+        await embedder.aencode_batch(texts), embedder.encode(texts), atol=1e-6
+    )
+    assert (await embedder.aencode_batch([])).shape == (0, 384)
 
 
 async def test_aencode_goes_through_the_batcher_and_batches_concurrent_requests(
@@ -199,6 +204,10 @@ async def test_aencode_goes_through_the_batcher_and_batches_concurrent_requests(
         assert sum(runs) == 40 and len(runs) < 10
         many = await served.aencode(texts)
         assert many.shape == (40, 384)
+        # A judge's batch: one model run of exactly its texts.
+        runs.clear()
+        whole = await served.aencode_batch(texts[:7])
+        assert runs == [7] and whole.shape == (7, 384)
     finally:
         await served.aclose()
     assert not served.running
