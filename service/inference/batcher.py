@@ -217,14 +217,18 @@ class MicroBatcher(Generic[ItemT]):
             raise BatcherClosed(f"model '{self.name}' is not serving")
         batch = list(items)
         counts = await asyncio.to_thread(self.model.token_counts, batch)
-
-        def timed() -> tuple[Float32Array, float]:
-            started = time.perf_counter()
-            return self.model.score(batch), time.perf_counter() - started
-
-        scores, elapsed = await asyncio.get_running_loop().run_in_executor(executor, timed)
+        loop = asyncio.get_running_loop()
+        scores, elapsed = await loop.run_in_executor(executor, self._score_timed, batch)
         self._observe(len(batch), max(counts), elapsed)
         return np.asarray(scores, dtype=np.float32)
+
+    def _score_timed(self, items: list[ItemT]) -> tuple[Float32Array, float]:
+        """The model's rows for ``items`` and the seconds it took (in the worker thread)."""
+        started = time.perf_counter()
+        scores = self.model.score(items)
+        if len(scores) != len(items):
+            raise RuntimeError(f"model returned {len(scores)} scores for {len(items)} items")
+        return scores, time.perf_counter() - started
 
     def retry_after(self) -> int:
         """Seconds until the current backlog should have drained, from recent throughput."""
@@ -302,16 +306,12 @@ class MicroBatcher(Generic[ItemT]):
 
     async def _run(self, loop: asyncio.AbstractEventLoop, batch: list[_Item[ItemT]]) -> None:
         items = [item.item for item in batch]
-        started = time.perf_counter()
         try:
-            scores = await loop.run_in_executor(self._executor, self.model.score, items)
-            if len(scores) != len(batch):
-                raise RuntimeError(f"model returned {len(scores)} scores for {len(batch)} items")
+            scores, elapsed = await loop.run_in_executor(self._executor, self._score_timed, items)
         except Exception as exc:
             log.exception("batcher %s: model failed on a batch of %d", self.name, len(batch))
             self._fail_all(batch, exc)
             return
-        elapsed = time.perf_counter() - started
         self._observe(len(batch), max(item.tokens for item in batch), elapsed)
         for item, row in zip(batch, scores, strict=True):
             if not item.future.done():
