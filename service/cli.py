@@ -496,8 +496,8 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["fp32", "bf16"],
         default="fp32",
         help="cross-encoders: bf16 runs the forward and backward passes under bfloat16 autocast "
-        "(weights and optimizer stay fp32); about 1.7x faster on CPUs with AMX or AVX-512 BF16, "
-        "slower elsewhere",
+        "(weights and optimizer stay fp32); 1.68x fp32's speed on a 2-core Intel Xeon with AMX "
+        "(bench/train_precision.py); measure it on other CPUs before relying on it",
     )
     train.set_defaults(func=_train)
 
