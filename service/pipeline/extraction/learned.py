@@ -16,6 +16,10 @@ Three steps, each simple on its own:
    kept.
 3. **Rewrite** (person.py): the clause in the third person; a category from its head verb and
    keywords (the rule extractor's categorizer).
+4. **Mentions** (``mentions``): a relative, pet or place named in passing ("a tablet for my 3
+   kids", "any good ramen here in Busan?") gives "The user has 3 kids." or "The user lives in
+   Busan." when no candidate already names it: often the one lasting fact in a request, and no
+   clause states it as such.
 
 Candidates then go to the verifier like any extractor's. ``with_rules`` adds the rule
 extractor's candidates where no learned candidate quotes the same words (its agreement echoes,
@@ -101,6 +105,26 @@ _NOT_FAMILY = lx.words(
     flatmates housemate classmate classmates teammate teammates landlord landlady
     """
 )
+
+# Relatives and pets named in passing ("a tablet for my 3 kids", "since my brother's deployment")
+# and the place a user says they are in ("here in Busan"): what such a mention says about the user
+# (they have three kids, a brother; they live in Busan) is often the one lasting fact of the
+# sentence, and no clause states it as such.
+_MODIFIER = (
+    r"(?:\d+|two|three|four|five|six|little|big|baby|youngest|oldest|eldest|older|younger|new"
+    r"|teenage|teen|twin|adopted|step)"
+)
+_RELATION = "|".join(
+    sorted(map(re.escape, lx.RELATIVES | lx.PETS | {"gf", "bf"}), key=lambda w: -len(w))
+)
+_GONE = "|".join(sorted(lx.GONE))
+_MENTION = re.compile(
+    rf"\b(?:my|our)\s+((?:{_MODIFIER}\s+){{0,2}})({_RELATION})(?:['{_RSQUO}]s)?\b"
+    rf"(?!\s+(?:{_GONE})\b)",
+    re.IGNORECASE,
+)
+_HERE_IN = re.compile(r"\bhere in ((?:the\s+)?[A-Z][\w'-]+(?:\s+[A-Z][\w'-]+){0,2})")
+_PLURAL_NOUNS = frozenset({"children", "grandchildren", "grandkids", "twins"})
 
 Pair = tuple[str, str]
 Scorer = Callable[[Sequence[Pair]], Awaitable[NDArray[np.float32]]]
@@ -199,6 +223,61 @@ def about_someone_else(clause: str) -> bool:
     )
 
 
+@dataclass(frozen=True)
+class Mention:
+    """A relative, pet or place named in passing, and the fact it gives about the user."""
+
+    message_index: int
+    quote: str
+    text: str
+    category: str
+    key: str  # the word a candidate that already covers the fact would contain
+
+
+def mentions(conversation: Sequence[Mapping[str, str]]) -> list[Mention]:
+    """ "my 3 kids" -> "The user has 3 kids.", "our new puppy" -> "The user has a new puppy.",
+    "here in Busan" -> "The user lives in Busan." Relatives and pets only when nothing says they
+    are gone ("my dog died"), never friends' ("my friend's kids" does not match), and nothing
+    from a hypothetical sentence ("if it were my kid")."""
+    out: list[Mention] = []
+    for index, message in enumerate(conversation):
+        if message.get("role") != "user":
+            continue
+        content = message.get("content", "") or ""
+        for sentence in _SENTENCE.finditer(content):
+            if {bare_word(w) for w in sentence.group(0).split()} & lx.HYPOTHETICAL:
+                continue
+            out += _sentence_mentions(index, sentence.group(0))
+    return out
+
+
+def _sentence_mentions(index: int, sentence: str) -> list[Mention]:
+    out: list[Mention] = []
+    for match in _MENTION.finditer(sentence):
+        modifiers, noun = match.group(1).split(), match.group(2)
+        words = [*modifiers, noun]
+        plural = noun.lower().endswith("s") or noun.lower() in _PLURAL_NOUNS
+        if not plural and not (modifiers and modifiers[0][0].isdigit()):
+            words.insert(0, "an" if words[0][:1].lower() in "aeiou" else "a")
+        category = "pets" if noun.lower() in lx.PETS else "family"
+        quote = sentence[match.start() : match.end(2)]
+        text = "The user has " + " ".join(words) + "."
+        out.append(Mention(index, quote, text, category, noun.lower()))
+    for match in _HERE_IN.finditer(sentence):
+        place = match.group(1)
+        text = f"The user lives in {place}."
+        out.append(Mention(index, match.group(0), text, "location", place.lower()))
+    return out
+
+
+def _covered(mention: Mention, texts: Sequence[str]) -> bool:
+    """A candidate already names the relative, pet or place."""
+    key = mention.key
+    singular = key[:-1] if key.endswith("s") and mention.category != "location" else key
+    pattern = re.compile(rf"\b(?:{re.escape(key)}|{re.escape(singular)})\b", re.IGNORECASE)
+    return any(pattern.search(t) for t in texts)
+
+
 def category_of(text: str) -> str:
     """The rule extractor's categorizer, given the head verb of a third-person statement."""
     words = [bare_word(w) for w in text.split()]
@@ -263,6 +342,15 @@ class LearnedExtractor:
             spans.append((clause.message_index, clause.start, clause.end))
             candidates.append(
                 Candidate(text, category_of(text), clause.message_index, clause.text, NAME)
+            )
+        for mention in mentions(conversation):
+            if _covered(mention, [c.text for c in candidates]):
+                continue
+            keys.append(_content_key(mention.text))
+            candidates.append(
+                Candidate(
+                    mention.text, mention.category, mention.message_index, mention.quote, NAME
+                )
             )
         if self.with_rules:
             for c in RuleExtractor().extract_sync(conversation):

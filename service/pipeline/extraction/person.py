@@ -182,6 +182,7 @@ _SUBJECTLESS_VERBS = lx.VERBS_BASE | lx.words(
 )
 _LEADING_JUNK = lx.words("and but so also plus because cause cuz coz since though then or")
 _AS_A = re.compile(r"^as (?:a|an)\s+", re.IGNORECASE)
+_SUBJECTS = lx.words("i i'm im i've ive i'd we we're we've")
 _WE_PRONOUNS = {"our": "their", "ours": "theirs", "us": "them", "we": "they"}
 
 
@@ -227,6 +228,11 @@ def _in_place(tokens: list[str]) -> list[str] | None:
             named = "the user's"
         elif bare in {"me", "us"}:
             named = "the user"
+        elif bare in _SUBJECTS and i > 0:
+            # "At 67 I'm finally doing my first solo trip": the speaker is the subject of the
+            # rest, which is rewritten as a clause of its own after the words before it.
+            rest = third_person(" ".join(tokens[i:])).removesuffix(".").split()
+            return [*tokens[:i], rest[0].lower(), *rest[1:]]
         else:
             continue
         head = [*tokens[:i], token.replace(core, named, 1)]

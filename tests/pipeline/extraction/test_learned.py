@@ -13,6 +13,7 @@ from service.pipeline.extraction.learned import (
     about_someone_else,
     category_of,
     clauses,
+    mentions,
 )
 from service.pipeline.extraction.types import quote_is_grounded
 
@@ -72,9 +73,14 @@ async def test_kept_clauses_become_grounded_third_person_candidates() -> None:
     assert out[0].category == "diet"
 
 
-async def test_nothing_over_the_threshold_gives_nothing() -> None:
+async def test_nothing_over_the_threshold_gives_only_the_relatives_named() -> None:
     extractor = LearnedExtractor(scorer(set()), threshold=0.5, with_rules=False)
-    assert await extractor.extract(CHAT) == []
+    out = await extractor.extract(CHAT)
+    assert [(c.text, c.quote, c.category) for c in out] == [
+        ("The user has a husband.", "my husband", "family")
+    ]
+    chat = [{"role": "user", "content": "can you suggest a quick dinner? I'm exhausted today"}]
+    assert await extractor.extract(chat) == []
 
 
 async def test_rules_fill_in_where_no_learned_candidate_quotes_the_same_words() -> None:
@@ -139,3 +145,29 @@ async def test_a_long_conversation_is_scored_in_bounded_parts() -> None:
     assert await LearnedExtractor(score, threshold=0.5).extract(chat) == []
     assert sum(sizes) == 700
     assert max(sizes) <= learned.SUBMIT_PAIRS
+
+
+@pytest.mark.parametrize(
+    ("message", "facts"),
+    [
+        ("lookin for a tablet for my 3 kids to share", ["The user has 3 kids."]),
+        ("since my brother's deployment mum is a wreck", ["The user has a brother."]),
+        ("our new puppy chews everything", ["The user has a new puppy."]),
+        ("any good ramen here in Busan?", ["The user lives in Busan."]),
+        ("what do the kids eat here in the UK", ["The user lives in the UK."]),
+        ("my dog died last spring", []),
+        ("my friend's kids are coming over", []),
+        ("if it were my kid I'd let him in", []),
+    ],
+)
+def test_relatives_pets_and_places_named_in_passing(message: str, facts: list[str]) -> None:
+    chat = [{"role": "user", "content": message}]
+    found = mentions(chat)
+    assert [m.text for m in found] == facts
+    assert all(quote_is_grounded(chat, m.message_index, m.quote) for m in found)
+
+
+async def test_a_mention_is_not_repeated_when_a_candidate_names_the_relative() -> None:
+    extractor = LearnedExtractor(scorer({"my husband hates mushrooms"}), threshold=0.5)
+    texts = [c.text for c in await extractor.extract(CHAT)]
+    assert texts == ["The user's husband hates mushrooms."]

@@ -12,6 +12,11 @@ CASES = [
     ("I can't stand horror movies", "The user can't stand horror movies."),
     ("I always pick a window seat", "The user always picks a window seat."),
     ("opera puts me to sleep", "Opera puts the user to sleep."),
+    (
+        "At 67 I'm finally doing my first solo trip",
+        "At 67 the user is finally doing their first solo trip.",
+    ),
+    ("Next year I marry my fiancée", "Next year the user marries their fiancée."),
     ("my sister is a nurse", "The user's sister is a nurse."),
     ("we have two cats", "The user has two cats."),
     ("we're moving to Berlin in June", "The user is moving to Berlin in June."),
