@@ -125,9 +125,9 @@ async def stored_items(session: AsyncSession, tenant_id: str, external_id: str) 
     user = await get_user(session, tenant_id, external_id)
     if user is None:
         return []
-    rows = await AttributeRepository(session, tenant_id).all_active(user)
+    rows = await AttributeRepository(session, tenant_id).active_vectors(user)
     return [
-        Item(r.text, r.id, Embedder.from_bytes(r.embedding) if r.embedding else None) for r in rows
+        Item(text, id_, Embedder.from_bytes(blob) if blob else None) for id_, text, blob in rows
     ]
 
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import Select, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.store.models import Attribute, AuditEntry, Evidence, User, utcnow
@@ -81,11 +81,10 @@ class AttributeRepository:
             .with_for_update()
         )
 
-    async def all_active(self, user: User) -> list[Attribute]:
-        """Every active attribute of the user: selection and merging compare against all of
-        them (brute force over the stored vectors; a user holds hundreds, not millions)."""
-        stmt = (
-            select(Attribute)
+    def _active(self, user: User, *columns: Any) -> Select[Any]:
+        """``columns`` of the user's active attributes, oldest first."""
+        return (
+            select(*columns)
             .where(
                 Attribute.tenant_id == self.tenant_id,
                 Attribute.user_id == user.id,
@@ -93,7 +92,17 @@ class AttributeRepository:
             )
             .order_by(Attribute.id)
         )
-        return list((await self.session.scalars(stmt)).all())
+
+    async def all_active(self, user: User) -> list[Attribute]:
+        """Every active attribute of the user: selection and merging compare against all of
+        them (brute force over the stored vectors; a user holds hundreds, not millions)."""
+        return list((await self.session.scalars(self._active(user, Attribute))).all())
+
+    async def active_vectors(self, user: User) -> list[tuple[str, str, bytes | None]]:
+        """(id, text, stored embedding) of every active attribute, in ``all_active``'s order:
+        what selection reads on every chat turn, as plain rows (no ORM objects, no evidence)."""
+        stmt = self._active(user, Attribute.id, Attribute.text, Attribute.embedding)
+        return [(row.id, row.text, row.embedding) for row in await self.session.execute(stmt)]
 
     async def get(self, user: User, attribute_id: str) -> Attribute | None:
         stmt = select(Attribute).where(

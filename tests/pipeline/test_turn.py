@@ -64,6 +64,9 @@ async def test_a_turn_reads_only_this_tenants_user_from_the_database(clean_db: D
             for text in texts:
                 vector = Embedder.to_bytes(axes.vector(text))
                 await repo.create(user, AttributeIn(text, embedding=vector), actor="test")
+            if tenant == ours:  # a deleted attribute is never read
+                gone = AttributeIn("north 0.95", embedding=Embedder.to_bytes(axes.vector("north")))
+                await repo.delete(await repo.create(user, gone, actor="test"), actor="test")
     chat = [{"role": "user", "content": "north please"}]
     used = await attributes_for(sessions, models, ours, "alice", chat, prefilter_k=8)
     assert [u.text for u in used] == ["north 0.9"]
