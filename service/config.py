@@ -60,9 +60,12 @@ class Settings(BaseSettings):
         default="cpu", description="cpu: int8 graph on CPUExecutionProvider; cuda: fp16 graph."
     )
     onnx_intra_op_threads: int = Field(
-        default_factory=lambda: available_cpus(),
+        default_factory=lambda: serving_threads(),
         ge=1,
-        description="Threads per ONNX session; default: the CPUs this container may use.",
+        description=(
+            "Threads per ONNX session; default: half the CPUs this container may use, rounded "
+            "up (serving_threads)."
+        ),
     )
     batch_max_tokens: int = Field(
         default=8192, ge=64, description="Token budget of one micro-batch (rows x padded length)."
@@ -314,6 +317,18 @@ def available_cpus() -> int:
     except (OSError, ValueError):
         pass
     return max(1, len(os.sched_getaffinity(0)))
+
+
+def serving_threads(cpus: int | None = None) -> int:
+    """Intra-op threads per ONNX session when serving: half the CPUs, rounded up. A request's
+    batches are small (one prompt; six prompt-fact pairs), so a second thread shortens one run
+    little while its wake-ups cost CPU that concurrent requests, the event loop and the
+    database thread need. On 2 cores (bench/select_load.py, 30 users x 90 facts): one thread
+    served 8 callers' selects at 45.6/s with 34 ms of server CPU a request, two threads at
+    38.2/s with 48 ms; one caller's p50 / p95 31.3 / 40.4 ms against 30.0 / 44.5 ms; the
+    extraction job p95 125 against 120 ms. The offline commands (training, evaluation) keep
+    every CPU: their batches are large and nothing else runs beside them."""
+    return max(1, ((available_cpus() if cpus is None else cpus) + 1) // 2)
 
 
 def get_settings() -> Settings:

@@ -9,6 +9,7 @@ kubernetes-validate.
 from __future__ import annotations
 
 import copy
+import math
 import re
 import shutil
 import subprocess
@@ -19,6 +20,8 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
+
+from service.config import serving_threads
 
 from .conftest import K8S_DIR, OVERLAYS, REPO_ROOT
 from .kustomize import (
@@ -249,11 +252,12 @@ def test_onnx_threads_follow_the_cpu_limit(rendered: dict[str, list[Obj]], overl
     objects = rendered[overlay]
     c = container(get(objects, "Deployment", APP), APP)
     ref = env_var(c, "TAILOR_ONNX_INTRA_OP_THREADS")["valueFrom"]["resourceFieldRef"]
-    assert ref == {"containerName": APP, "resource": "limits.cpu", "divisor": "1"}
+    # Half the limit, rounded up by Kubernetes: the service's own default (serving_threads).
+    assert ref == {"containerName": APP, "resource": "limits.cpu", "divisor": "2"}
     limit = cpu_cores(c["resources"]["limits"]["cpu"])
-    # A whole number of CPUs, so the thread count (the limit rounded up) equals it exactly.
     assert limit >= 1
     assert limit.is_integer()
+    assert math.ceil(limit / 2) == serving_threads(int(limit))
     # A fixed value in the ConfigMap would be shadowed, and stale once the limit changes.
     assert "TAILOR_ONNX_INTRA_OP_THREADS" not in config_data(objects)
 
