@@ -70,6 +70,36 @@ def start_tailor(
     return proc, f"http://127.0.0.1:{port}", key
 
 
+def concurrent_selects(
+    base: str, key: str, queries: list[tuple[str, str]], callers: int
+) -> tuple[list[float], float]:
+    """``queries`` ((user id, prompt)) shared round-robin by ``callers`` client threads, each
+    with its own connection, calling ``POST /v1/select`` one after another: (each request's
+    seconds, the wall seconds of the whole run)."""
+    import threading
+
+    done: list[float] = []
+    lock = threading.Lock()
+
+    def caller(share: list[tuple[str, str]]) -> None:
+        headers = {"Authorization": f"Bearer {key}"}
+        with httpx.Client(base_url=base, headers=headers, timeout=60) as client:
+            for uid, prompt in share:
+                started = time.perf_counter()
+                r = client.post("/v1/select", json={"prompt": prompt, "user_id": uid})
+                r.raise_for_status()
+                with lock:
+                    done.append(time.perf_counter() - started)
+
+    threads = [threading.Thread(target=caller, args=(queries[i::callers],)) for i in range(callers)]
+    started = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return done, time.perf_counter() - started
+
+
 def percentiles(seconds: list[float]) -> dict[str, float]:
     """p50, p95 and mean in milliseconds of timings in seconds."""
     import numpy as np

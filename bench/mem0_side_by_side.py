@@ -27,7 +27,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -113,7 +112,7 @@ def main() -> None:
     args = parser.parse_args()
     ensure_mem0_env()
     import httpx
-    from common import percentiles, report, start_tailor, wait_ready
+    from common import concurrent_selects, percentiles, report, start_tailor, wait_ready
 
     work = Path(tempfile.mkdtemp(prefix="tailor-mem0-"))
     data = users(args.users)
@@ -170,27 +169,7 @@ def main() -> None:
                     pair["tailor"]["p95_ms"] / pair["mem0"]["p95_ms"], 2
                 )
 
-        lock = threading.Lock()
-        done: list[float] = []
-
-        def caller(share: list[tuple[str, str]]) -> None:
-            with httpx.Client(
-                base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=60
-            ) as c:
-                for uid, p in share:
-                    started = time.perf_counter()
-                    c.post("/v1/select", json={"prompt": p, "user_id": uid}).raise_for_status()
-                    with lock:
-                        done.append(time.perf_counter() - started)
-
-        shares = [queries[i :: args.callers] for i in range(args.callers)]
-        threads = [threading.Thread(target=caller, args=(s,)) for s in shares]
-        started = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        elapsed = time.perf_counter() - started
+        done, elapsed = concurrent_selects(base, key, queries, args.callers)
         results["tailor_select_concurrent"] = {
             "callers": args.callers,
             "requests_per_s": round(len(done) / elapsed, 1),

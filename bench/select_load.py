@@ -19,13 +19,12 @@ import json
 import os
 import shutil
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
-from common import percentiles, report, start_tailor, wait_ready
+from common import concurrent_selects, percentiles, report, start_tailor, wait_ready
 
 REPO = Path(__file__).resolve().parent.parent
 FACTS_PER_USER = 90
@@ -71,27 +70,8 @@ def main() -> None:
                 client.post("/v1/select", json={"prompt": p, "user_id": "u0"}).raise_for_status()
 
         queries = [(f"u{i % args.users}", prompts[i % len(prompts)]) for i in range(args.requests)]
-        done: list[float] = []
-        lock = threading.Lock()
-
-        def caller(share: list[tuple[str, str]]) -> None:
-            with httpx.Client(base_url=base, headers=headers, timeout=60) as c:
-                for uid, prompt in share:
-                    started = time.perf_counter()
-                    r = c.post("/v1/select", json={"prompt": prompt, "user_id": uid})
-                    r.raise_for_status()
-                    with lock:
-                        done.append(time.perf_counter() - started)
-
-        shares = [queries[i :: args.callers] for i in range(args.callers)]
-        threads = [threading.Thread(target=caller, args=(s,)) for s in shares]
         server_before, client_before = process_cpu_seconds(proc.pid), time.process_time()
-        started = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        elapsed = time.perf_counter() - started
+        done, elapsed = concurrent_selects(base, key, queries, args.callers)
         server_cpu = process_cpu_seconds(proc.pid) - server_before
         client_cpu = time.process_time() - client_before
         results: dict[str, Any] = {
