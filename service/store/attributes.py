@@ -94,8 +94,8 @@ class AttributeRepository:
         )
 
     async def all_active(self, user: User) -> list[Attribute]:
-        """Every active attribute of the user: selection and merging compare against all of
-        them (brute force over the stored vectors; a user holds hundreds, not millions)."""
+        """Every active attribute of the user: merging compares a new one against all of them
+        (brute force over the stored vectors; a user holds hundreds, not millions)."""
         return list((await self.session.scalars(self._active(user, Attribute))).all())
 
     async def active_vectors(self, user: User) -> list[tuple[str, str, bytes | None]]:
