@@ -324,7 +324,7 @@ def serving_threads(cpus: int | None = None) -> int:
     batches are small (one prompt; six prompt-fact pairs), so a second thread shortens one run
     little while its wake-ups cost CPU that concurrent requests, the event loop and the
     database thread need. On 2 cores (bench/select_load.py, 30 users x 90 facts): one thread
-    served 8 callers' selects at 54-58/s with 27-29 ms of server CPU a request, two threads at
+    served 8 callers' selects at 52-58/s with 27-29 ms of server CPU a request, two threads at
     38/s with 49 ms; one caller's p50 / p95 30.9 / 40.3 ms against 31.6 / 46.2 ms; the
     extraction job's p95 125 against 120 ms (README, "Benchmarks"). The offline commands
     (training, evaluation) keep every CPU: their batches are large and nothing else runs beside
