@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import tempfile
 import time
@@ -23,17 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from common import report, start_tailor, wait_ready
+from common import cpu_seconds, report, start_tailor, wait_ready
 
 MESSAGE = (
     "We moved to a flat near the river last spring and I cycle to work every day since, "
     "about forty minutes each way, rain or shine, past the old market ({})."
 )
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def verify_body(n: int) -> dict[str, Any]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import tempfile
 import time
@@ -24,15 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from common import concurrent_selects, percentiles, report, start_tailor, wait_ready
+from common import concurrent_selects, cpu_seconds, percentiles, report, start_tailor, wait_ready
 
 REPO = Path(__file__).resolve().parent.parent
 FACTS_PER_USER = 90
-
-
-def process_cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:
@@ -70,9 +64,9 @@ def main() -> None:
                 client.post("/v1/select", json={"prompt": p, "user_id": "u0"}).raise_for_status()
 
         queries = [(f"u{i % args.users}", prompts[i % len(prompts)]) for i in range(args.requests)]
-        server_before, client_before = process_cpu_seconds(proc.pid), time.process_time()
+        server_before, client_before = cpu_seconds(proc.pid), time.process_time()
         done, elapsed = concurrent_selects(base, key, queries, args.callers)
-        server_cpu = process_cpu_seconds(proc.pid) - server_before
+        server_cpu = cpu_seconds(proc.pid) - server_before
         client_cpu = time.process_time() - client_before
         results: dict[str, Any] = {
             "callers": args.callers,

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from common import REPO, percentiles, report, start_tailor, wait_ready
+from common import REPO, cpu_seconds, percentiles, report, start_tailor, wait_ready
 
 POSTGRES_URL = os.environ.get(
     "TAILOR_TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
@@ -43,12 +43,6 @@ WORDS = ("jazz", "hiking", "tea", "chess", "sailing", "pottery", "running", "ope
 
 def text_for(client: int, n: int, k: int = 0) -> str:
     return f"Client {client} fact {n}.{k}: enjoys {WORDS[(n + k) % len(WORDS)]} on day {n % 7}"
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process, all its threads (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def phase(
