@@ -57,6 +57,41 @@ def _relevance_agreement(firsts: dict, blind: dict, readings: list[dict]) -> dic
     }
 
 
+def _verification_round(
+    first: dict, blind_name: str, reading_name: str, written: str | None = None
+) -> dict:
+    """A blind reading of a writing round's cases against the writers' labels. Cases are
+    matched by their conversation and attribute, not by id (writer J renumbered some
+    conversations after its sample was drawn); ``written`` holds the writers' labels as they
+    were at sampling time, where some were adjudicated since."""
+    by_text = {(json.dumps(r["conversation"]), r["attribute"]): r for r in first.values()}
+    blind = {r["id"]: r for r in _rows(HERE / "review" / blind_name)}
+    at_sampling = (
+        {r["id"]: r["label"] for r in _rows(HERE / "review" / written)} if written else {}
+    )
+    matched = []
+    for r in _rows(HERE / "review" / reading_name):
+        b = blind[r["id"]]
+        row = by_text.get((json.dumps(b["conversation"]), b["attribute"]))
+        if row is not None:
+            label = at_sampling.get(row["id"], row["label"])
+            matched.append((row, label == "supported", r["label"] == "supported"))
+    pairs = [(a, b) for _, a, b in matched]
+    by_cat: Counter = Counter()
+    agree_cat: Counter = Counter()
+    for row, a, b in matched:
+        by_cat[row["category"]] += 1
+        agree_cat[row["category"]] += a == b
+    return {
+        "n": len(pairs),
+        "cases_changed_since_sampling": len(blind) - len(pairs),
+        "agreement": round(sum(a == b for a, b in pairs) / len(pairs), 4),
+        "cohen_kappa": round(_kappa(pairs), 4),
+        "by_category": {c: round(agree_cat[c] / by_cat[c], 3) for c in sorted(by_cat)},
+        "disagreements": [row["id"] for row, a, b in matched if a != b],
+    }
+
+
 def main() -> None:
     first = {
         r["id"]: r
@@ -114,27 +149,20 @@ def main() -> None:
         blind2 = {r["id"]: r for r in _rows(HERE / "review" / "relevance_blind_2.jsonl")}
         out["relevance_final"] = _relevance_agreement(firsts, blind2, _rows(third))
     if (HERE / "review" / "verification_third_reading.jsonl").is_file():
-        # The second round (writers I-K): a fresh blind reading of 168 new cases. Writer J
-        # renumbered some conversations after the sample was drawn, so cases are matched by
-        # their conversation and attribute, not by id.
-        by_text = {(json.dumps(r["conversation"]), r["attribute"]): r for r in first.values()}
-        blind3 = {r["id"]: r for r in _rows(HERE / "review" / "verification_blind_3.jsonl")}
-        matched = []
-        for r in _rows(HERE / "review" / "verification_third_reading.jsonl"):
-            b = blind3[r["id"]]
-            row = by_text.get((json.dumps(b["conversation"]), b["attribute"]))
-            if row is not None:
-                matched.append((row, r["label"] == "supported"))
-        pairs3 = [(row["label"] == "supported", read) for row, read in matched]
-        out["verification_second_round"] = {
-            "n": len(pairs3),
-            "cases_changed_since_sampling": len(blind3) - len(pairs3),
-            "agreement": round(sum(a == b for a, b in pairs3) / len(pairs3), 4),
-            "cohen_kappa": round(_kappa(pairs3), 4),
-            "disagreements": [
-                row["id"] for row, read in matched if (row["label"] == "supported") != read
-            ],
-        }
+        # The second round (writers I-K): a fresh blind reading of 168 new cases.
+        out["verification_second_round"] = _verification_round(
+            first, "verification_blind_3.jsonl", "verification_third_reading.jsonl"
+        )
+    if (HERE / "review" / "verification_fourth_reading.jsonl").is_file():
+        # The third round (writers N-R): a fresh blind reading of 300 new cases, compared with
+        # the writers' labels as they were when the sample was drawn (two were adjudicated to
+        # the reader's label afterwards).
+        out["verification_third_round"] = _verification_round(
+            first,
+            "verification_blind_4.jsonl",
+            "verification_fourth_reading.jsonl",
+            written="verification_fourth_first.jsonl",
+        )
     if (HERE / "review" / "relevance_extra_reading.jsonl").is_file():
         # The second round's prompts (writers L-M), read blind by a fresh reader.
         blind_extra = {r["id"]: r for r in _rows(HERE / "review" / "relevance_blind_extra.jsonl")}
