@@ -98,33 +98,8 @@ def main() -> None:
         for s in ("train", "val", "test")
         for r in _rows(HERE / "verification" / f"{s}.jsonl")
     }
-    seen = {r["id"]: r for r in _rows(HERE / "review" / "verification_blind.jsonl")}
-    second = [
-        r
-        for r in _rows(HERE / "review" / "verification_second.jsonl")
-        if r["id"] in first
-        and first[r["id"]]["attribute"] == seen[r["id"]]["attribute"]
-        and first[r["id"]]["conversation"] == seen[r["id"]]["conversation"]
-    ]
-    ver_changed = len(seen) - len(second)
-    pairs = [(first[r["id"]]["label"] == "supported", r["label"] == "supported") for r in second]
-    by_cat: Counter = Counter()
-    agree_cat: Counter = Counter()
-    disagreements = []
-    for r, (a, b) in zip(second, pairs, strict=True):
-        cat = first[r["id"]]["category"]
-        by_cat[cat] += 1
-        agree_cat[cat] += a == b
-        if a != b:
-            disagreements.append(r["id"])
-    ver = {
-        "n": len(pairs),
-        "cases_changed_since_sampling": ver_changed,
-        "agreement": round(sum(a == b for a, b in pairs) / len(pairs), 4),
-        "cohen_kappa": round(_kappa(pairs), 4),
-        "by_category": {c: round(agree_cat[c] / by_cat[c], 3) for c in sorted(by_cat)},
-        "disagreements": disagreements,
-    }
+    # The first round: 324 cases, 27 per category, read blind.
+    ver = _verification_round(first, "verification_blind.jsonl", "verification_second.jsonl")
     firsts = {
         r["id"]: r for s in ("train", "val", "test") for r in _rows(HERE / "relevance" / f"{s}.jsonl")
     }
