@@ -15,6 +15,30 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
+# Later writing rounds, each read blind by a fresh reader: (key in agreement.json, blind sample,
+# reading, the writers' labels at sampling time where some were adjudicated since).
+LATER_VERIFICATION_ROUNDS = [
+    # writers I-K: 168 new cases
+    ("verification_second_round", "verification_blind_3.jsonl", "verification_third_reading.jsonl",
+     None),
+    # writers N-R: 300 new cases; two adjudicated to the reader's label afterwards
+    ("verification_third_round", "verification_blind_4.jsonl", "verification_fourth_reading.jsonl",
+     "verification_fourth_first.jsonl"),
+    # writers S-W: 300 new cases; one adjudicated
+    ("verification_fourth_round", "verification_blind_5.jsonl", "verification_fifth_reading.jsonl",
+     "verification_fifth_first.jsonl"),
+    # writers Z1-Z5: 300 new cases; two adjudicated
+    ("verification_fifth_round", "verification_blind_6.jsonl", "verification_sixth_reading.jsonl",
+     "verification_sixth_first.jsonl"),
+]  # fmt: skip
+LATER_RELEVANCE_ROUNDS = [
+    # writers L-M: 160 of the 448 prompts added to existing profiles
+    ("relevance_second_round", "relevance_blind_extra.jsonl", "relevance_extra_reading.jsonl"),
+    # writers X-Y: 160 prompts of 80 new profiles
+    ("relevance_third_round", "relevance_blind_3.jsonl", "relevance_third_round_reading.jsonl"),
+]
+
+
 def _rows(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
 
@@ -101,7 +125,9 @@ def main() -> None:
     # The first round: 324 cases, 27 per category, read blind.
     ver = _verification_round(first, "verification_blind.jsonl", "verification_second.jsonl")
     firsts = {
-        r["id"]: r for s in ("train", "val", "test") for r in _rows(HERE / "relevance" / f"{s}.jsonl")
+        r["id"]: r
+        for s in ("train", "val", "test")
+        for r in _rows(HERE / "relevance" / f"{s}.jsonl")
     }
     # The writers' labels as first written (before the adjudication and the relabel) for the
     # sampled prompts; writers reworked 13 prompts after the sample was drawn, and only rows
@@ -123,27 +149,13 @@ def main() -> None:
         # the relabel: an independent check of the final labels.
         blind2 = {r["id"]: r for r in _rows(HERE / "review" / "relevance_blind_2.jsonl")}
         out["relevance_final"] = _relevance_agreement(firsts, blind2, _rows(third))
-    if (HERE / "review" / "verification_third_reading.jsonl").is_file():
-        # The second round (writers I-K): a fresh blind reading of 168 new cases.
-        out["verification_second_round"] = _verification_round(
-            first, "verification_blind_3.jsonl", "verification_third_reading.jsonl"
-        )
-    if (HERE / "review" / "verification_fourth_reading.jsonl").is_file():
-        # The third round (writers N-R): a fresh blind reading of 300 new cases, compared with
-        # the writers' labels as they were when the sample was drawn (two were adjudicated to
-        # the reader's label afterwards).
-        out["verification_third_round"] = _verification_round(
-            first,
-            "verification_blind_4.jsonl",
-            "verification_fourth_reading.jsonl",
-            written="verification_fourth_first.jsonl",
-        )
-    if (HERE / "review" / "relevance_extra_reading.jsonl").is_file():
-        # The second round's prompts (writers L-M), read blind by a fresh reader.
-        blind_extra = {r["id"]: r for r in _rows(HERE / "review" / "relevance_blind_extra.jsonl")}
-        out["relevance_second_round"] = _relevance_agreement(
-            firsts, blind_extra, _rows(HERE / "review" / "relevance_extra_reading.jsonl")
-        )
+    for key, blind_name, reading_name, written in LATER_VERIFICATION_ROUNDS:
+        if (HERE / "review" / reading_name).is_file():
+            out[key] = _verification_round(first, blind_name, reading_name, written=written)
+    for key, blind_name, reading_name in LATER_RELEVANCE_ROUNDS:
+        if (HERE / "review" / reading_name).is_file():
+            sample = {r["id"]: r for r in _rows(HERE / "review" / blind_name)}
+            out[key] = _relevance_agreement(firsts, sample, _rows(HERE / "review" / reading_name))
     (HERE / "review" / "agreement.json").write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps(out, indent=2))
 

@@ -112,7 +112,8 @@ def build_verification() -> dict:
         for conv in _rows(path):
             split = conv["split"]
             conversations[split] += 1
-            register = REGISTERS.get(conv.get("register", ""), conv.get("register") or "unspecified")
+            named = conv.get("register") or "unspecified"
+            register = REGISTERS.get(named, named)
             registers[register] += 1
             for k, case in enumerate(conv["cases"]):
                 out[split].append(
