@@ -30,6 +30,9 @@ LATER_VERIFICATION_ROUNDS = [
     # writers Z1-Z5: 300 new cases; two adjudicated
     ("verification_fifth_round", "verification_blind_6.jsonl", "verification_sixth_reading.jsonl",
      "verification_sixth_first.jsonl"),
+    # writers AA-AD (terse facts next to a request): 300 new cases; none adjudicated
+    ("verification_sixth_round", "verification_blind_7.jsonl", "verification_seventh_reading.jsonl",
+     "verification_seventh_first.jsonl"),
 ]  # fmt: skip
 LATER_RELEVANCE_ROUNDS = [
     # writers L-M: 160 of the 448 prompts added to existing profiles
