@@ -7,6 +7,7 @@ import asyncio
 import difflib
 import logging
 import os
+import socket
 import sqlite3
 import sys
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -16,6 +17,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from service import supervisor
 from service.config import Settings, get_settings
 from service.startup import EXIT_STATUS, StartupError
 
@@ -24,6 +26,7 @@ from service.startup import EXIT_STATUS, StartupError
 OTHER_VARIABLES = {"TAILOR_MIGRATIONS_DIR"}
 OTHER_PREFIXES = ("TAILOR_TEST_",)
 SECRET_HINTS = ("KEY", "URL", "PASSWORD", "SECRET", "TOKEN")
+STARTUP_FAILURE = 3  # uvicorn's status when the app's startup failed
 
 AsgiMessage = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[AsgiMessage]]
@@ -203,11 +206,31 @@ class StartupGuard:
 
 
 def _serve(args: argparse.Namespace, settings: Settings) -> int:
+    sock = supervisor.inherited_socket()
+    if sock is None and settings.serve_supervise:
+        check_database(settings)
+        try:
+            sock = supervisor.listen(args.host, args.port)
+        except OSError as exc:
+            raise StartupError(
+                f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc}); "
+                "stop what holds the port or choose another with --port"
+            ) from None
+        command = [sys.executable, "-m", "service.cli", "serve"]
+        with sock:
+            return supervisor.Supervisor(command, sock).run()
+    return _run_server(args, settings, sock)
+
+
+def _run_server(args: argparse.Namespace, settings: Settings, sock: socket.socket | None) -> int:
+    """The HTTP server itself, on the supervisor's socket when it has one."""
     import uvicorn
 
     from service.app import create_app
+    from service.metrics import SERVER_RESTARTS
 
     check_database(settings)
+    SERVER_RESTARTS.set(supervisor.restarts_so_far())
 
     def translate(exc: BaseException) -> StartupError | None:
         from service.store.db import unavailable
@@ -221,21 +244,21 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         )
 
     guard = StartupGuard(create_app(settings), translate)
+    config = uvicorn.Config(
+        guard, host=args.host, port=args.port, log_level=settings.log_level, proxy_headers=True
+    )
+    server = uvicorn.Server(config)
     try:
-        uvicorn.run(
-            guard,
-            host=args.host,
-            port=args.port,
-            log_level=settings.log_level,
-            proxy_headers=True,
-        )
-    except SystemExit:
+        server.run(sockets=None if sock is None else [sock])
+    except SystemExit:  # uvicorn's exit when the app's startup failed
         if guard.failure is not None:
             raise guard.failure from None
         raise
+    except KeyboardInterrupt:
+        pass
     if guard.failure is not None:
         raise guard.failure
-    return 0
+    return 0 if server.started else STARTUP_FAILURE
 
 
 def _migrate(args: argparse.Namespace, settings: Settings) -> int:

@@ -47,6 +47,15 @@ class Settings(BaseSettings):
         default=86_400, ge=60, description="How long an Idempotency-Key answer is replayed."
     )
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    serve_supervise: bool = Field(
+        default=True,
+        description=(
+            "`tailor serve` runs the server as a child process on its own listening socket and "
+            "starts a new one when a native crash (segfault, abort, OOM kill) ends it; false "
+            "runs the server in the command's own process (a container runtime that restarts "
+            "it may prefer that)."
+        ),
+    )
 
     # --- models and inference ----------------------------------------------------------
     models_dir: Path = Field(

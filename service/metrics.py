@@ -18,6 +18,10 @@ TENANT_THROTTLED = Counter(
     "tailor_tenant_throttled_total",
     "Model or LLM requests refused with 429: the tenant had its limit in flight.",
 )
+SERVER_RESTARTS = Gauge(
+    "tailor_server_restarts",
+    "Times `tailor serve`'s supervisor restarted the server process after a crash before this one.",
+)
 USER_ERASURES = Counter("tailor_user_erasures_total", "Users erased through DELETE /v1/users.")
 
 # Inference (service/inference), labelled by model name.

@@ -82,3 +82,9 @@ def child_pids(pid: int) -> list[int]:
         except OSError:
             continue
     return found
+
+
+def server_pid(proc: subprocess.Popen[bytes]) -> int:
+    """The HTTP server's pid: `tailor serve` (``proc``) supervises it as its one child."""
+    (pid,) = child_pids(proc.pid)
+    return pid

@@ -20,7 +20,13 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.server_process import child_pids, create_tenant, prepare_data_dir, start_server
+from tests.server_process import (
+    child_pids,
+    create_tenant,
+    prepare_data_dir,
+    server_pid,
+    start_server,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -34,12 +40,12 @@ def _metric(base: str, name: str) -> float:
     return float(match.group(1)) if match else 0.0
 
 
-def _kill_child_when_generating(base: str, server_pid: int, limit_s: float = 60) -> int:
+def _kill_child_when_generating(base: str, server: int, limit_s: float = 60) -> int:
     """SIGKILL the model process as soon as a generation is in flight; its pid."""
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
         if _metric(base, "tailor_llm_requests_in_flight") >= 1:
-            (pid,) = child_pids(server_pid)
+            (pid,) = child_pids(server)
             os.kill(pid, signal.SIGKILL)
             return pid
         time.sleep(0.01)
@@ -57,7 +63,8 @@ def test_a_dying_model_process_never_takes_the_server_down(
     auth = {"Authorization": f"Bearer {key}"}
     proc, base = start_server(data_dir, tmp_path / "server.log", TAILOR_EVAL_DATA_DIR=str(eval_dir))
     try:
-        (first_child,) = child_pids(proc.pid)
+        server = server_pid(proc)
+        (first_child,) = child_pids(server)
         answer: dict[str, Any] = {}
 
         def turn() -> None:
@@ -71,13 +78,13 @@ def test_a_dying_model_process_never_takes_the_server_down(
 
         caller = threading.Thread(target=turn)
         caller.start()
-        killed = _kill_child_when_generating(base, proc.pid)
+        killed = _kill_child_when_generating(base, server)
         caller.join(120)
         assert killed == first_child
         assert answer["status"] == 503, answer
         assert answer["body"]["type"].endswith("llm-unavailable")
         assert "SIGKILL" in answer["body"]["detail"]
-        assert proc.poll() is None  # the server lives
+        assert proc.poll() is None and server_pid(proc) == server  # the server lives
         assert httpx.get(f"{base}/readyz", timeout=10).status_code == 200
         # Nothing was written for the failed turn: no user, so no attributes and no job.
         assert httpx.get(f"{base}/v1/users/bob/export", headers=auth).status_code == 404
@@ -96,7 +103,7 @@ def test_a_dying_model_process_never_takes_the_server_down(
             time.sleep(0.2)
         assert r.status_code == 200, r.text
         assert r.json()["reply"]
-        (second_child,) = child_pids(proc.pid)
+        (second_child,) = child_pids(server)
         assert second_child != first_child
         assert _metric(base, "tailor_llm_child_restarts_total") == 1
 
@@ -104,7 +111,7 @@ def test_a_dying_model_process_never_takes_the_server_down(
         run_id = httpx.post(
             f"{base}/v1/eval", json={"dataset": "tiny", "judge": "llm"}, headers=auth
         ).json()["run_id"]
-        _kill_child_when_generating(base, proc.pid)
+        _kill_child_when_generating(base, server)
         deadline = time.monotonic() + 60
         while True:
             doc = httpx.get(f"{base}/v1/eval/{run_id}", headers=auth).json()
