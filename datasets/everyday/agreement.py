@@ -39,6 +39,8 @@ LATER_RELEVANCE_ROUNDS = [
     ("relevance_second_round", "relevance_blind_extra.jsonl", "relevance_extra_reading.jsonl"),
     # writers X-Y: 160 prompts of 80 new profiles
     ("relevance_third_round", "relevance_blind_3.jsonl", "relevance_third_round_reading.jsonl"),
+    # writers RA-RB: 160 prompts of 80 new profiles
+    ("relevance_fourth_round", "relevance_blind_4.jsonl", "relevance_fourth_round_reading.jsonl"),
 ]
 
 
