@@ -30,6 +30,17 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def server_pid(pid: int) -> int:
+    """The HTTP server's process under ``tailor serve`` (``pid``): the supervisor's one child
+    (TAILOR_SERVE_SUPERVISE, the default), or ``pid`` itself when it has none."""
+    children = [
+        int(c)
+        for task in Path(f"/proc/{pid}/task").iterdir()
+        for c in (task / "children").read_text().split()
+    ]
+    return children[0] if len(children) == 1 else pid
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -23,7 +23,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from common import concurrent_selects, cpu_seconds, percentiles, report, start_tailor, wait_ready
+from common import (
+    concurrent_selects,
+    cpu_seconds,
+    percentiles,
+    report,
+    server_pid,
+    start_tailor,
+    wait_ready,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 FACTS_PER_USER = 90
@@ -64,9 +72,10 @@ def main() -> None:
                 client.post("/v1/select", json={"prompt": p, "user_id": "u0"}).raise_for_status()
 
         queries = [(f"u{i % args.users}", prompts[i % len(prompts)]) for i in range(args.requests)]
-        server_before, client_before = cpu_seconds(proc.pid), time.process_time()
+        server = server_pid(proc.pid)
+        server_before, client_before = cpu_seconds(server), time.process_time()
         done, elapsed = concurrent_selects(base, key, queries, args.callers)
-        server_cpu = cpu_seconds(proc.pid) - server_before
+        server_cpu = cpu_seconds(server) - server_before
         client_cpu = time.process_time() - client_before
         results: dict[str, Any] = {
             "callers": args.callers,

@@ -9,7 +9,9 @@ process's anyway) and nothing here calls an LLM. ``--data-dir`` keeps the derive
 between runs (default: a temporary one, so the first start derives them). VmRSS and VmHWM come
 from /proc/<pid>/status: once /readyz answers 200 (every model loaded and probed), and after a
 user of 60 attributes (the everyday test profiles' facts) was created and ``--selects`` prompts
-selected for. Also lists the heavy libraries the process maps, which should be none.
+selected for, of the server process (the supervisor's child: `tailor serve` supervises it by
+default) and, once ready, of the supervisor (``supervisor``). Also lists the heavy libraries the
+server process maps, which should be none.
 ``--repo`` serves another checkout of the service with this interpreter (e.g. a ``git worktree``
 of an older commit, to measure "before"; the interpreter must have that commit's packages).
 """
@@ -26,7 +28,7 @@ import time
 from pathlib import Path
 
 import httpx
-from common import free_port
+from common import free_port, server_pid
 
 from service.config import REPO_ROOT, available_cpus
 
@@ -100,8 +102,10 @@ def main() -> None:
             time.sleep(0.2)
         ready_s = time.monotonic() - started
         time.sleep(2)
-        idle = status(proc.pid)
-        maps = Path(f"/proc/{proc.pid}/maps").read_text().splitlines()
+        server = server_pid(proc.pid)
+        idle = status(server)
+        supervisor = status(proc.pid) if server != proc.pid else None
+        maps = Path(f"/proc/{server}/maps").read_text().splitlines()
         # The packages of the heavy libraries mapped (site-packages/<package>/...).
         heavy = sorted(
             {
@@ -122,7 +126,7 @@ def main() -> None:
             for i in range(args.selects):
                 body = {"user_id": "u", "prompt": rows[i % len(rows)]["prompt"]}
                 client.post("/v1/select", json=body).raise_for_status()
-        after = status(proc.pid)
+        after = status(server)
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -132,6 +136,7 @@ def main() -> None:
         "ready_s": round(ready_s, 1),
         "idle": idle,
         f"after_{args.selects}_selects": after,
+        "supervisor": supervisor,
         "heavy_packages_mapped": heavy,
         "cpus": available_cpus(),
     }

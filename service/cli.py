@@ -208,7 +208,8 @@ class StartupGuard:
 def _serve(args: argparse.Namespace, settings: Settings) -> int:
     sock = supervisor.inherited_socket()
     if sock is None and settings.serve_supervise:
-        check_database(settings)
+        # The database is checked in the server process: the supervisor stays small (37 MiB
+        # resident without SQLAlchemy and the drivers), and a bad one is still one line and final.
         try:
             sock = supervisor.listen(args.host, args.port)
         except OSError as exc:
