@@ -36,7 +36,8 @@ DATA = {
     "verifier": (
         "This project's own writing and Synthetic-Persona-Chat (Google Research), "
         "**CC-BY-4.0**; usable commercially. (1) The everyday corpus written for Tailor "
-        "(`datasets/everyday/verification/train.jsonl`, 3,996 cases of 658 conversations "
+        "(`datasets/everyday/verification/train.jsonl`, 11,344 cases of 1,764 conversations "
+        "of six writing rounds "
         "over 30 everyday domains and 12 categories; datasheet `datasets/everyday/README.md`), "
         "its third-person "
         "attributes read in the first person as the service reads them. (2) The conversations "
