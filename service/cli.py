@@ -208,7 +208,7 @@ class StartupGuard:
 def _serve(args: argparse.Namespace, settings: Settings) -> int:
     sock = supervisor.inherited_socket()
     if sock is None and settings.serve_supervise:
-        # The database is checked in the server process: the supervisor stays small (37 MiB
+        # The database is checked in the server process: the supervisor stays small (38 MiB
         # resident without SQLAlchemy and the drivers), and a bad one is still one line and final.
         try:
             sock = supervisor.listen(args.host, args.port)
@@ -217,7 +217,9 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
                 f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc}); "
                 "stop what holds the port or choose another with --port"
             ) from None
+        # --host and --port only name the address in the child's log: it serves on ``sock``.
         command = [sys.executable, "-m", "service.cli", "serve"]
+        command += ["--host", args.host, "--port", str(args.port)]
         with sock:
             return supervisor.Supervisor(command, sock).run()
     return _run_server(args, settings, sock)

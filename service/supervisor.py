@@ -145,6 +145,8 @@ class Supervisor:
         while True:
             started = time.monotonic()
             self.child = self._spawn()
+            if self.stopping:  # a stop signal arrived while the child was being started
+                self.child.send_signal(signal.SIGTERM)
             status = self.child.wait()
             if self.stopping or status in FINAL_STATUSES:
                 return 0 if self.stopping and status < 0 else status
