@@ -33,7 +33,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from common import REPO, cpu_seconds, percentiles, report, start_tailor, wait_ready
+from common import (
+    REPO,
+    cpu_seconds,
+    percentiles,
+    report,
+    server_pid,
+    start_tailor,
+    wait_ready,
+)
 
 POSTGRES_URL = os.environ.get(
     "TAILOR_TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
@@ -155,7 +163,7 @@ def run_backend(backend: str, args: argparse.Namespace) -> dict[str, Any]:
                 wait_ready(c, server, logs)
             else:
                 wait_serving(c, server, logs)
-        pid = server.pid
+        pid = server_pid(server.pid)  # the server process, not its supervisor
         asyncio.run(phase(base, key, "single", args, 3.0, pid))  # warm-up: connections, caches
         out["single"] = asyncio.run(phase(base, key, "single", args, args.seconds, pid))
         out["batch"] = asyncio.run(phase(base, key, "batch", args, args.seconds, pid))
