@@ -41,6 +41,8 @@ LATER_RELEVANCE_ROUNDS = [
     ("relevance_third_round", "relevance_blind_3.jsonl", "relevance_third_round_reading.jsonl"),
     # writers RA-RB: 160 prompts of 80 new profiles
     ("relevance_fourth_round", "relevance_blind_4.jsonl", "relevance_fourth_round_reading.jsonl"),
+    # writers RC-RF: 200 prompts of 160 new profiles
+    ("relevance_fifth_round", "relevance_blind_5.jsonl", "relevance_fifth_round_reading.jsonl"),
 ]
 
 
