@@ -43,6 +43,8 @@ LATER_RELEVANCE_ROUNDS = [
     ("relevance_fourth_round", "relevance_blind_4.jsonl", "relevance_fourth_round_reading.jsonl"),
     # writers RC-RF: 200 prompts of 160 new profiles
     ("relevance_fifth_round", "relevance_blind_5.jsonl", "relevance_fifth_round_reading.jsonl"),
+    # writers RG-RJ: 200 prompts of 160 new profiles
+    ("relevance_sixth_round", "relevance_blind_6.jsonl", "relevance_sixth_round_reading.jsonl"),
 ]
 
 
