@@ -5,7 +5,7 @@
 The held-out users are the training split's validation users (service.training.run); the
 statement form rewrites every attribute with the same seeded templates as training
 (``as_statement_rows``, seed 13). Each model is scored as the service selects and as ``tailor
-eval relevance`` scores it (``service.evaluation.commands.eval_relevance``): its adapter's
+eval relevance`` scores it (``service.evaluation.commands.eval_relevance_rows``): its adapter's
 shortlist and combined score when its folder has one, its served CPU graph, its own calibrated
 threshold and cap (``tailor.json``).
 """
@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 from pathlib import Path
 
 from service.config import REPO_ROOT, Settings
 from service.evaluation import relevance
-from service.evaluation.commands import eval_relevance
+from service.evaluation.commands import eval_relevance_rows
 from service.training.run import _relevance_split, as_statement_rows
 
 DATA = REPO_ROOT.parent / "shared" / "data" / "relevance" / "personalens.jsonl"
@@ -34,20 +33,15 @@ def main() -> None:
     forms = {"source": val, "statements": as_statement_rows(val, 13)}
     settings = Settings()
     out: dict[str, dict[str, dict[str, float]]] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        files = {}
-        for form, rows in forms.items():
-            files[form] = Path(tmp) / f"{form}.jsonl"
-            files[form].write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-        for directory in args.model:
-            out[str(directory)] = {
-                form: {
-                    k: v
-                    for k, v in eval_relevance(settings, path, directory.resolve()).items()
-                    if k in KEYS
-                }
-                for form, path in files.items()
+    for directory in args.model:
+        out[str(directory)] = {
+            form: {
+                k: v
+                for k, v in eval_relevance_rows(settings, rows, directory.resolve()).items()
+                if k in KEYS
             }
+            for form, rows in forms.items()
+        }
     print(json.dumps(out, indent=2))
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 from common import (
+    REPO,
     concurrent_selects,
     cpu_seconds,
     percentiles,
@@ -33,7 +34,6 @@ from common import (
     wait_ready,
 )
 
-REPO = Path(__file__).resolve().parent.parent
 FACTS_PER_USER = 90
 
 

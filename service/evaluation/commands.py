@@ -59,6 +59,17 @@ def eval_relevance(
     """The relevance model as the service selects: with its adapter (when its card names one)
     choosing the shortlist and sharing the final score, else the cross-encoder on every fact.
     ``pad_to`` first pads each profile with other profiles' facts (a long-lived user)."""
+    return eval_relevance_rows(settings, relevance.load_rows(data), model_dir, pad_to=pad_to)
+
+
+def eval_relevance_rows(
+    settings: Settings,
+    rows: list[dict[str, Any]],
+    model_dir: Path | None,
+    *,
+    pad_to: int | None = None,
+) -> dict[str, Any]:
+    """``eval_relevance`` on rows already loaded (``relevance.load_rows``'s format)."""
     from service.inference import cache_dir
     from service.inference.embedder import Embedder
     from service.inference.relevance_adapter import RelevanceAdapter
@@ -67,7 +78,6 @@ def eval_relevance(
     classifier = _classifier(settings, "relevance", directory)
     config = json.loads((directory / "tailor.json").read_text(encoding="utf-8"))
     cap = int(config.get("cap", 6))
-    rows = relevance.load_rows(data)
     if pad_to is not None:
         rows = relevance.pad_rows(rows, pad_to, seed=13)
     embedder = Embedder.load(settings.embedder_dir, cache_dir=cache_dir(settings))
