@@ -45,6 +45,8 @@ LATER_RELEVANCE_ROUNDS = [
     ("relevance_fifth_round", "relevance_blind_5.jsonl", "relevance_fifth_round_reading.jsonl"),
     # writers RG-RJ: 200 prompts of 160 new profiles
     ("relevance_sixth_round", "relevance_blind_6.jsonl", "relevance_sixth_round_reading.jsonl"),
+    # writers RK-RN: 200 prompts of 160 new profiles (plain, short facts; ordinary people)
+    ("relevance_seventh_round", "relevance_blind_7.jsonl", "relevance_seventh_round_reading.jsonl"),
 ]
 
 
@@ -164,7 +166,17 @@ def main() -> None:
     for key, blind_name, reading_name in LATER_RELEVANCE_ROUNDS:
         if (HERE / "review" / reading_name).is_file():
             sample = {r["id"]: r for r in _rows(HERE / "review" / blind_name)}
-            out[key] = _relevance_agreement(firsts, sample, _rows(HERE / "review" / reading_name))
+            # The writers' labels as first written, where the round kept them: the built
+            # labels of its disagreeing prompts were adjudicated afterwards.
+            written = HERE / "review" / f"{key}_first.jsonl"
+            labels = firsts
+            if written.is_file():
+                labels = firsts | {
+                    r["id"]: firsts[r["id"]] | {"relevant": r["relevant"]}
+                    for r in _rows(written)
+                    if r["id"] in firsts
+                }
+            out[key] = _relevance_agreement(labels, sample, _rows(HERE / "review" / reading_name))
     (HERE / "review" / "agreement.json").write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps(out, indent=2))
 

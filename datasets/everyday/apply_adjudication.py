@@ -1,10 +1,12 @@
-"""Apply review/relevance_adjudicated.jsonl to the raw relevance files (standard library only).
+"""Apply review/relevance_adjudicated*.jsonl to the raw relevance files (standard library only).
 
     python3 datasets/everyday/apply_adjudication.py
 
 An adjudicated row's id is `<profile_id>-qNN` (NN = 1-based prompt position in the profile);
 its `relevant` replaces the prompt's, and `kind` follows (`none` when empty; a prompt that was
 `none` and now has facts becomes `indirect`, the writers' most common kind, marked in `why`).
+`relevance_adjudicated.jsonl` holds the first round's 100 disagreeing prompts,
+`relevance_adjudicated_later.jsonl` those of the third to seventh rounds' blind readings.
 Idempotent: running it again changes nothing.
 """
 
@@ -19,7 +21,8 @@ HERE = Path(__file__).resolve().parent
 def main() -> None:
     decided = {
         r["id"]: r
-        for r in map(json.loads, (HERE / "review" / "relevance_adjudicated.jsonl").open())
+        for path in sorted((HERE / "review").glob("relevance_adjudicated*.jsonl"))
+        for r in map(json.loads, path.open())
     }
     changed = 0
     for path in sorted((HERE / "relevance" / "raw").glob("*.jsonl")):
