@@ -57,6 +57,7 @@ def metrics(
     # Prompts where nothing applies (small talk, arithmetic, ...): selecting nothing is right.
     empty = [i for i, r in enumerate(rows) if not r["relevant"]]
     quiet = sum(not chosen[i].any() for i in empty)
+    by_kind = _by_kind(chosen, rows)
     return {
         "precision": round(m.precision, 4),
         "recall": round(m.recall, 4),
@@ -69,7 +70,34 @@ def metrics(
         "cap": cap,
         "nothing_applies": len(empty),
         "nothing_selected_when_nothing_applies": round(quiet / len(empty), 4) if empty else None,
-    }
+    } | ({"by_kind": by_kind} if by_kind else {})
+
+
+def _by_kind(chosen: list[np.ndarray], rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Precision, recall and F1 over the prompts of each ``kind`` the corpus records (direct,
+    indirect, mixed; ``none`` prompts have no gold, so their figure is how often nothing was
+    selected); empty for rows without kinds."""
+    groups: dict[str, list[int]] = {}
+    for i, r in enumerate(rows):
+        if isinstance(r.get("kind"), str):
+            groups.setdefault(r["kind"], []).append(i)
+    out: dict[str, Any] = {}
+    for kind, idx in sorted(groups.items()):
+        if kind == "none":
+            quiet = sum(not chosen[i].any() for i in idx)
+            out[kind] = {"n": len(idx), "nothing_selected": round(quiet / len(idx), 4)}
+            continue
+        m = binary(
+            np.concatenate([chosen[i] for i in idx]),
+            np.concatenate([gold_mask(rows[i]) for i in idx]),
+        )
+        out[kind] = {
+            "n": len(idx),
+            "precision": round(m.precision, 4),
+            "recall": round(m.recall, 4),
+            "f1": round(m.f1, 4),
+        }
+    return out
 
 
 def tune_threshold(row_scores: list[np.ndarray], rows: Sequence[dict[str, Any]], cap: int) -> float:

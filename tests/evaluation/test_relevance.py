@@ -68,6 +68,26 @@ def test_prompts_where_nothing_applies_are_counted_quiet_only_when_nothing_is_pi
     assert m["nothing_selected_when_nothing_applies"] == 0.0
 
 
+def test_figures_by_kind_when_the_corpus_records_kinds() -> None:
+    rows = [
+        {**ROWS[0], "kind": "direct"},
+        {**ROWS[1], "kind": "indirect"},
+        {"prompt": "what is 17 times 3", "attributes": ["a", "b"], "relevant": [], "kind": "none"},
+    ]
+    # The direct prompt gets both of its facts; the indirect one picks the wrong fact; the
+    # arithmetic prompt selects something.
+    scores = [
+        np.array([0.9, 0.1, 0.8, 0.1], dtype=np.float32),
+        np.array([0.1, 0.9, 0.1], dtype=np.float32),
+        np.array([0.9, 0.1], dtype=np.float32),
+    ]
+    by_kind = relevance.metrics(scores, rows, 0.5, cap=6)["by_kind"]
+    assert by_kind["direct"] == {"n": 1, "precision": 1.0, "recall": 1.0, "f1": 1.0}
+    assert by_kind["indirect"]["recall"] == 0.0 and by_kind["indirect"]["n"] == 1
+    assert by_kind["none"] == {"n": 1, "nothing_selected": 0.0}
+    assert "by_kind" not in relevance.metrics(scores[:2], ROWS, 0.5, cap=6)
+
+
 def test_calibration_keeps_the_selection_rate_near_the_gold_rate() -> None:
     rng = np.random.default_rng(0)
     rows = []
