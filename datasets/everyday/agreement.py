@@ -47,6 +47,8 @@ LATER_RELEVANCE_ROUNDS = [
     ("relevance_sixth_round", "relevance_blind_6.jsonl", "relevance_sixth_round_reading.jsonl"),
     # writers RK-RN: 200 prompts of 160 new profiles (plain, short facts; ordinary people)
     ("relevance_seventh_round", "relevance_blind_7.jsonl", "relevance_seventh_round_reading.jsonl"),
+    # writers RO-RS: 200 prompts of 160 new profiles, written and read, not built yet
+    ("relevance_eighth_round", "relevance_blind_8.jsonl", "relevance_eighth_round_reading.jsonl"),
 ]
 
 
@@ -171,10 +173,16 @@ def main() -> None:
             written = HERE / "review" / f"{key}_first.jsonl"
             labels = firsts
             if written.is_file():
+                # A round not built yet (relevance/pending/) has no built rows: its sample
+                # holds the prompt and facts as written.
+                unbuilt = {
+                    i: {"prompt": row["prompt"], "attributes": row["facts"]}
+                    for i, row in sample.items()
+                    if i not in firsts
+                }
                 labels = firsts | {
-                    r["id"]: firsts[r["id"]] | {"relevant": r["relevant"]}
+                    r["id"]: (firsts.get(r["id"]) or unbuilt[r["id"]]) | {"relevant": r["relevant"]}
                     for r in _rows(written)
-                    if r["id"] in firsts
                 }
             out[key] = _relevance_agreement(labels, sample, _rows(HERE / "review" / reading_name))
     (HERE / "review" / "agreement.json").write_text(json.dumps(out, indent=2) + "\n")

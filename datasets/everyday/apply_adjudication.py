@@ -6,7 +6,9 @@ An adjudicated row's id is `<profile_id>-qNN` (NN = 1-based prompt position in t
 its `relevant` replaces the prompt's, and `kind` follows (`none` when empty; a prompt that was
 `none` and now has facts becomes `indirect`, the writers' most common kind, marked in `why`).
 `relevance_adjudicated.jsonl` holds the first round's 100 disagreeing prompts,
-`relevance_adjudicated_later.jsonl` those of the third to seventh rounds' blind readings.
+`relevance_adjudicated_later.jsonl` those of the third to seventh rounds' blind readings,
+`relevance_adjudicated_eighth.jsonl` the eighth round's (written to `relevance/pending/`, not
+built yet; the files there are adjudicated in place, like `relevance/raw/`).
 Idempotent: running it again changes nothing.
 """
 
@@ -25,7 +27,8 @@ def main() -> None:
         for r in map(json.loads, path.open())
     }
     changed = 0
-    for path in sorted((HERE / "relevance" / "raw").glob("*.jsonl")):
+    raw, pending = HERE / "relevance" / "raw", HERE / "relevance" / "pending"
+    for path in sorted(raw.glob("*.jsonl")) + sorted(pending.glob("*.jsonl")):
         rows = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
         for profile in rows:
             for j, prompt in enumerate(profile["prompts"]):
