@@ -95,7 +95,7 @@ def eval_relevance_rows(
             adapter.card.weight,
             adapter.card.shortlist,
         )
-    result = relevance.metrics(scores, rows, classifier.threshold, cap)
+    result = relevance.metrics(scores, rows, classifier.threshold, cap, by_kind=True)
     if adapter is not None:
         result["adapter"] = {"weight": adapter.card.weight, "shortlist": adapter.card.shortlist}
     if pad_to is not None:

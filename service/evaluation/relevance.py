@@ -48,8 +48,16 @@ def gold_mask(row: dict[str, Any]) -> np.ndarray:
 
 
 def metrics(
-    row_scores: list[np.ndarray], rows: Sequence[dict[str, Any]], threshold: float, cap: int
+    row_scores: list[np.ndarray],
+    rows: Sequence[dict[str, Any]],
+    threshold: float,
+    cap: int,
+    *,
+    by_kind: bool = False,
 ) -> dict[str, Any]:
+    """Precision, recall, F1, the selection rate against gold and the quiet rate; with
+    ``by_kind``, the same per prompt kind (reports only: threshold searches call this hundreds
+    of times)."""
     chosen = [select(s, threshold, cap) for s in row_scores]
     predicted = np.concatenate(chosen)
     gold = np.concatenate([gold_mask(r) for r in rows])
@@ -57,7 +65,7 @@ def metrics(
     # Prompts where nothing applies (small talk, arithmetic, ...): selecting nothing is right.
     empty = [i for i, r in enumerate(rows) if not r["relevant"]]
     quiet = sum(not chosen[i].any() for i in empty)
-    by_kind = _by_kind(chosen, rows)
+    kinds = _by_kind(chosen, rows) if by_kind else {}
     return {
         "precision": round(m.precision, 4),
         "recall": round(m.recall, 4),
@@ -70,7 +78,7 @@ def metrics(
         "cap": cap,
         "nothing_applies": len(empty),
         "nothing_selected_when_nothing_applies": round(quiet / len(empty), 4) if empty else None,
-    } | ({"by_kind": by_kind} if by_kind else {})
+    } | ({"by_kind": kinds} if kinds else {})
 
 
 def _by_kind(chosen: list[np.ndarray], rows: Sequence[dict[str, Any]]) -> dict[str, Any]:

@@ -81,11 +81,12 @@ def test_figures_by_kind_when_the_corpus_records_kinds() -> None:
         np.array([0.1, 0.9, 0.1], dtype=np.float32),
         np.array([0.9, 0.1], dtype=np.float32),
     ]
-    by_kind = relevance.metrics(scores, rows, 0.5, cap=6)["by_kind"]
+    by_kind = relevance.metrics(scores, rows, 0.5, cap=6, by_kind=True)["by_kind"]
     assert by_kind["direct"] == {"n": 1, "precision": 1.0, "recall": 1.0, "f1": 1.0}
     assert by_kind["indirect"]["recall"] == 0.0 and by_kind["indirect"]["n"] == 1
     assert by_kind["none"] == {"n": 1, "nothing_selected": 0.0}
-    assert "by_kind" not in relevance.metrics(scores[:2], ROWS, 0.5, cap=6)
+    assert "by_kind" not in relevance.metrics(scores, rows, 0.5, cap=6)
+    assert "by_kind" not in relevance.metrics(scores[:2], ROWS, 0.5, cap=6, by_kind=True)
 
 
 def test_calibration_keeps_the_selection_rate_near_the_gold_rate() -> None:
