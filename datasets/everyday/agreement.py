@@ -65,6 +65,11 @@ def _kappa(pairs: list[tuple[bool, bool]]) -> float:
     return (po - pe) / (1 - pe) if pe < 1 else 1.0
 
 
+def _as_built(sampled: dict) -> dict:
+    """A blind sample's row (prompt, facts) in the built corpus's shape."""
+    return {"prompt": sampled["prompt"], "attributes": sampled["facts"]}
+
+
 def _relevance_agreement(firsts: dict, blind: dict, readings: list[dict]) -> dict:
     pairs, exact, empty_agree, empty_n, compared = [], 0, 0, 0, 0
     for r in readings:
@@ -175,13 +180,9 @@ def main() -> None:
             if written.is_file():
                 # A round not built yet (relevance/pending/) has no built rows: its sample
                 # holds the prompt and facts as written.
-                unbuilt = {
-                    i: {"prompt": row["prompt"], "attributes": row["facts"]}
-                    for i, row in sample.items()
-                    if i not in firsts
-                }
                 labels = firsts | {
-                    r["id"]: (firsts.get(r["id"]) or unbuilt[r["id"]]) | {"relevant": r["relevant"]}
+                    r["id"]: firsts.get(r["id"], _as_built(sample[r["id"]]))
+                    | {"relevant": r["relevant"]}
                     for r in _rows(written)
                 }
             out[key] = _relevance_agreement(labels, sample, _rows(HERE / "review" / reading_name))
