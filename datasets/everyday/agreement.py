@@ -47,7 +47,7 @@ LATER_RELEVANCE_ROUNDS = [
     ("relevance_sixth_round", "relevance_blind_6.jsonl", "relevance_sixth_round_reading.jsonl"),
     # writers RK-RN: 200 prompts of 160 new profiles (plain, short facts; ordinary people)
     ("relevance_seventh_round", "relevance_blind_7.jsonl", "relevance_seventh_round_reading.jsonl"),
-    # writers RO-RS: 200 prompts of 160 new profiles, written and read, not built yet
+    # writers RO-RS: 200 prompts of 160 new profiles
     ("relevance_eighth_round", "relevance_blind_8.jsonl", "relevance_eighth_round_reading.jsonl"),
 ]
 
