@@ -49,6 +49,10 @@ LATER_RELEVANCE_ROUNDS = [
     ("relevance_seventh_round", "relevance_blind_7.jsonl", "relevance_seventh_round_reading.jsonl"),
     # writers RO-RS: 200 prompts of 160 new profiles
     ("relevance_eighth_round", "relevance_blind_8.jsonl", "relevance_eighth_round_reading.jsonl"),
+    # every validation and test prompt no earlier sample had read: 3,336 prompts, all rounds
+    ("relevance_full_reading", "relevance_blind_full.jsonl", "relevance_full_reading.jsonl"),
+    # every training prompt no earlier sample had read: 8,157 prompts, all rounds
+    ("relevance_train_reading", "relevance_blind_train.jsonl", "relevance_train_reading.jsonl"),
 ]
 
 

@@ -7,7 +7,8 @@ its `relevant` replaces the prompt's, and `kind` follows (`none` when empty; a p
 `none` and now has facts becomes `indirect`, the writers' most common kind, marked in `why`).
 `relevance_adjudicated.jsonl` holds the first round's 100 disagreeing prompts,
 `relevance_adjudicated_later.jsonl` those of the third to seventh rounds' blind readings,
-`relevance_adjudicated_eighth.jsonl` the eighth round's. A round written but not yet built sits in
+`relevance_adjudicated_eighth.jsonl` the eighth round's, `relevance_adjudicated_full.jsonl` and
+`relevance_adjudicated_train.jsonl` those of the full second reading (validation and test; train). A round written but not yet built sits in
 `relevance/pending/` (none does now); the files there are adjudicated in place, like `relevance/raw/`.
 Idempotent: running it again changes nothing.
 """
