@@ -125,9 +125,11 @@ def calibrate(
     rows: Sequence[dict[str, Any]],
     cap: int,
     rate_tolerance: float = 0.15,
+    min_quiet: float = 0.0,
 ) -> float:
     """The best-F1 threshold among those whose selection rate is within ``rate_tolerance`` of
-    the gold rate (relative), so the selector picks about as many facts as people would; the
+    the gold rate (relative), so the selector picks about as many facts as people would, and
+    that select nothing for at least ``min_quiet`` of the prompts where nothing applies; the
     plain best-F1 threshold when none is."""
     flat = np.concatenate(row_scores)
     gold_rate = float(np.mean(np.concatenate([gold_mask(r) for r in rows])))
@@ -135,7 +137,12 @@ def calibrate(
     best_t, best_f1 = None, -1.0
     for t in candidates:
         m = metrics(row_scores, rows, float(t), cap)
-        if abs(m["selection_rate"] - gold_rate) <= rate_tolerance * gold_rate and m["f1"] > best_f1:
+        quiet = m["nothing_selected_when_nothing_applies"]
+        if (
+            abs(m["selection_rate"] - gold_rate) <= rate_tolerance * gold_rate
+            and (quiet is None or quiet >= min_quiet)
+            and m["f1"] > best_f1
+        ):
             best_t, best_f1 = float(t), m["f1"]
     return best_t if best_t is not None else tune_threshold(row_scores, rows, cap)
 

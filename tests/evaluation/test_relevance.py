@@ -109,6 +109,28 @@ def test_calibration_keeps_the_selection_rate_near_the_gold_rate() -> None:
     assert abs(m["selection_rate"] - m["gold_rate"]) <= 0.15 * m["gold_rate"]
 
 
+def test_calibrate_keeps_prompts_where_nothing_applies_quiet_when_asked() -> None:
+    """A distractor that outscores half the relevant facts on a fifth of the prompts where
+    nothing applies: the best F1 takes it; a quiet floor of 0.85 buys silence with recall."""
+    rows, scores = [], []
+    for i in range(100):
+        attributes = [f"fact {j}" for j in range(4)]
+        if i < 50:
+            rows.append({"prompt": f"p{i}", "attributes": attributes, "relevant": [0]})
+            scores.append(np.array([0.55 if i % 2 else 0.8, 0.3, 0.3, 0.3], dtype=np.float32))
+        else:
+            rows.append({"prompt": f"p{i}", "attributes": attributes, "relevant": []})
+            scores.append(np.array([0.6 if i % 5 == 0 else 0.3, 0.3, 0.3, 0.3], dtype=np.float32))
+    loose = relevance.calibrate(scores, rows, cap=3, rate_tolerance=10.0)
+    strict = relevance.calibrate(scores, rows, cap=3, rate_tolerance=10.0, min_quiet=0.85)
+    m_loose = relevance.metrics(scores, rows, loose, cap=3)
+    m_strict = relevance.metrics(scores, rows, strict, cap=3)
+    assert m_loose["nothing_selected_when_nothing_applies"] == 0.8
+    assert m_loose["recall"] == 1.0
+    assert m_strict["nothing_selected_when_nothing_applies"] == 1.0
+    assert m_strict["recall"] == 0.5
+
+
 PROFILES = [
     {
         "profile_id": f"P{p}",
