@@ -169,28 +169,28 @@ def train_relevance_adapter(
     # cross-encoder reads them all).
     a_val = adapter_logits(adapter, val_v)
     ce_val = relevance.pair_scores(val, model_scores)
-    best: tuple[bool, float, float, int, float] | None = None
+    # (meets the quiet floor, F1) ranks the settings; the chosen one's (weight, cap, threshold).
+    best_key: tuple[bool, float] | None = None
+    weight, cap, threshold = 0.0, CAPS[0], 0.5
     grid = []
-    for weight in WEIGHTS:
-        combined = [combine(a, c, weight) for a, c in zip(a_val, ce_val, strict=True)]
-        for cap in CAPS:
-            t = relevance.calibrate(combined, val, cap, min_quiet=config.min_quiet)
-            m = relevance.metrics(combined, val, t, cap)
+    for w in WEIGHTS:
+        combined = [combine(a, ce, w) for a, ce in zip(a_val, ce_val, strict=True)]
+        for c in CAPS:
+            t = relevance.calibrate(combined, val, c, min_quiet=config.min_quiet)
+            m = relevance.metrics(combined, val, t, c)
             quiet = m["nothing_selected_when_nothing_applies"]
             grid.append(
                 {
-                    "weight": weight,
-                    "cap": cap,
+                    "weight": w,
+                    "cap": c,
                     "threshold": round(t, 6),
                     "f1": m["f1"],
                     "quiet": quiet,
                 }
             )
-            key = (quiet is None or quiet >= config.min_quiet, m["f1"], weight, cap, t)
-            if best is None or key[:2] > best[:2]:
-                best = key
-    assert best is not None
-    _, _, weight, cap, threshold = best
+            key = (quiet is None or quiet >= config.min_quiet, m["f1"])
+            if best_key is None or key > best_key:
+                best_key, (weight, cap, threshold) = key, (w, c, t)
 
     # The shortlist on the validation profiles padded to a long-lived user's size.
     padded = pad_rows(val, PAD_TO, config.seed)
