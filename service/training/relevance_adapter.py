@@ -169,10 +169,9 @@ def train_relevance_adapter(
     # cross-encoder reads them all).
     a_val = adapter_logits(adapter, val_v)
     ce_val = relevance.pair_scores(val, model_scores)
-    # (meets the quiet floor, F1) ranks the settings; the chosen one's (weight, cap, threshold).
-    best_key: tuple[bool, float] | None = None
-    weight, cap, threshold = 0.0, CAPS[0], 0.5
     grid = []
+    # ((meets the quiet floor, F1), weight, cap, threshold) per setting; the first best is chosen.
+    settings: list[tuple[tuple[bool, float], float, int, float]] = []
     for w in WEIGHTS:
         combined = [combine(a, ce, w) for a, ce in zip(a_val, ce_val, strict=True)]
         for c in CAPS:
@@ -188,9 +187,8 @@ def train_relevance_adapter(
                     "quiet": quiet,
                 }
             )
-            key = (quiet is None or quiet >= config.min_quiet, m["f1"])
-            if best_key is None or key > best_key:
-                best_key, (weight, cap, threshold) = key, (w, c, t)
+            settings.append(((quiet is None or quiet >= config.min_quiet, m["f1"]), w, c, t))
+    _, weight, cap, threshold = max(settings, key=lambda setting: setting[0])
 
     # The shortlist on the validation profiles padded to a long-lived user's size.
     padded = pad_rows(val, PAD_TO, config.seed)
