@@ -17,7 +17,7 @@ from service.metrics import TENANT_THROTTLED
 from service.schemas.common import USER_ID_PATTERN
 from service.state import AppState
 from service.store import tenants, users
-from service.store.db import transaction
+from service.store.db import read_transaction
 from service.store.models import User
 
 
@@ -84,7 +84,7 @@ async def get_caller_outside_transaction(
     For routes that run models or an LLM: they must not hold the request's transaction open
     for seconds (on SQLite every transaction holds the write lock), so they open short ones
     themselves around their reads and their final writes."""
-    async with transaction(state.sessions) as session:
+    async with read_transaction(state.sessions) as session:
         caller = await _authenticate(session, credentials)
     inflight = state.tenant_inflight
     limit = state.settings.tenant_max_concurrency

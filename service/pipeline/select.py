@@ -29,7 +29,7 @@ from service.inference.embedder import Embedder
 from service.inference.relevance_adapter import combine
 from service.pipeline.extract import EmbedderMissing
 from service.store.attributes import AttributeRepository
-from service.store.db import transaction
+from service.store.db import read_transaction
 from service.store.users import get_user
 
 RELEVANCE = "relevance"
@@ -135,7 +135,7 @@ async def user_items(
     sessions: async_sessionmaker[AsyncSession], tenant_id: str, external_id: str
 ) -> list[Item]:
     """``stored_items`` in a read transaction of its own (ended before any model runs)."""
-    async with transaction(sessions) as session:
+    async with read_transaction(sessions) as session:
         return await stored_items(session, tenant_id, external_id)
 
 

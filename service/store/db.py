@@ -231,6 +231,11 @@ def _sqlite_events(engine: AsyncEngine) -> _SqliteFile:
         cursor.close()
 
     def on_begin(conn: Connection) -> None:
+        if conn.get_execution_options().get(READ_ONLY):
+            # read_transaction: a WAL reader sees one snapshot and neither waits for writers
+            # nor holds them up, so it takes neither the queue nor SQLite's write lock.
+            conn.exec_driver_sql("BEGIN")
+            return
         # First this process's queue (see _WriteGate), then SQLite's lock. IMMEDIATE takes the
         # write lock up front: a transaction that reads and then writes cannot fail with
         # SQLITE_BUSY halfway; a writer of another process is waited for up to busy_timeout.
@@ -288,11 +293,14 @@ def _sqlite_events(engine: AsyncEngine) -> _SqliteFile:
 
 
 def create_engine(url: str, *, schema: str | None = None, pool_size: int = 10) -> AsyncEngine:
-    kwargs: dict[str, Any] = {"pool_pre_ping": True}
     if url.startswith("sqlite"):
-        engine = create_async_engine(url, **kwargs)
+        # No pre-ping: a connection to a local file does not go stale the way a network one
+        # does, and the ping cost a round trip through aiosqlite's thread per checkout (a
+        # deleted or replaced file is caught by _SqliteFile at commit instead).
+        engine = create_async_engine(url)
         _sqlite_events(engine)
         return engine
+    kwargs: dict[str, Any] = {"pool_pre_ping": True}
     if schema:
         kwargs["connect_args"] = {"server_settings": {"search_path": schema}}
     return create_async_engine(url, pool_size=pool_size, max_overflow=pool_size, **kwargs)
@@ -316,6 +324,23 @@ def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
 async def transaction(factory: async_sessionmaker[AsyncSession]) -> AsyncIterator[AsyncSession]:
     """One unit of work: commits on success, rolls back on any exception."""
     async with factory() as session, session.begin():
+        yield session
+
+
+# Execution option of a connection whose transaction only reads (read_transaction).
+READ_ONLY = "tailor_read_only"
+
+
+@asynccontextmanager
+async def read_transaction(
+    factory: async_sessionmaker[AsyncSession],
+) -> AsyncIterator[AsyncSession]:
+    """A unit of work that only reads (authentication, a selection's stored attributes): on
+    SQLite a deferred BEGIN outside this process's write queue, so reads on the request path
+    never wait behind writes; elsewhere the same as ``transaction``. Nothing may be written in
+    it (on SQLite the write would have to take the lock halfway through)."""
+    async with factory() as session, session.begin():
+        await session.connection(execution_options={READ_ONLY: True})
         yield session
 
 

@@ -22,7 +22,13 @@ from sqlalchemy import select, text
 from sqlalchemy.exc import OperationalError
 
 from service.store import db
-from service.store.db import DatabaseUnavailable, create_engine, session_factory, transaction
+from service.store.db import (
+    DatabaseUnavailable,
+    create_engine,
+    read_transaction,
+    session_factory,
+    transaction,
+)
 from service.store.migrate import upgrade
 from service.store.models import Tenant
 from tests.conftest import Api, bearer
@@ -136,6 +142,56 @@ async def test_the_queue_gives_up_as_busy(sqlite_url: str, monkeypatch: pytest.M
         await holder
     async with transaction(sessions) as s:  # and the queue works again
         await s.execute(text("SELECT 1"))
+    await engine.dispose()
+
+
+async def test_reads_neither_queue_behind_writes_nor_hold_them_up(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read transaction (authentication, a selection's attributes) reads its snapshot while
+    a write transaction of this process and one of another process hold the write lock, and a
+    write goes ahead while a read is open."""
+    monkeypatch.setattr(db, "WRITE_QUEUE_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(db, "BUSY_TIMEOUT_MS", 100)
+    engine = create_engine(sqlite_url)
+    sessions = session_factory(engine)
+    async with transaction(sessions) as s:
+        s.add(Tenant(name="before"))
+
+    async def names() -> list[str]:
+        async with read_transaction(sessions) as s:
+            return list((await s.scalars(select(Tenant.name).order_by(Tenant.name))).all())
+
+    writing, release = asyncio.Event(), asyncio.Event()
+
+    async def writer() -> None:
+        async with transaction(sessions) as s:
+            s.add(Tenant(name="uncommitted"))
+            await s.flush()
+            writing.set()
+            await release.wait()
+
+    held = asyncio.create_task(writer())
+    await writing.wait()
+    path = sqlite_url.split("///", 1)[1]
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        assert await asyncio.wait_for(names(), timeout=0.5) == ["before"]
+    finally:
+        release.set()
+        await held
+    other.execute("BEGIN IMMEDIATE")  # another process's writer
+    try:
+        assert await asyncio.wait_for(names(), timeout=0.5) == ["before", "uncommitted"]
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+
+    async with read_transaction(sessions) as r:
+        await r.execute(text("SELECT 1"))
+        async with transaction(sessions) as w:
+            w.add(Tenant(name="during a read"))
+    assert "during a read" in await names()
     await engine.dispose()
 
 
