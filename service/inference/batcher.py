@@ -2,9 +2,12 @@
 
 A transformer run costs roughly rows x padded length, plus a fixed overhead per call that dominates
 for one short item. One batcher per model gathers the items of all in-flight requests for a few
-milliseconds, groups similar lengths (padding is wasted work) and runs the groups in one worker
-thread, so the event loop never blocks on the model. An item is a (text, text) pair for the
-cross-encoders (one score each) and a text for the embedder (one vector each).
+milliseconds, groups similar lengths (padding is wasted work) and runs the groups in worker
+threads of its own, so the event loop never blocks on the model. With ``workers`` above one,
+that many batches of the model run at once (ONNX Runtime sessions take concurrent runs): with
+one intra-op thread per session, a single worker keeps one core busy at most, however much work
+is queued, while the other cores idle between requests' Python work. An item is a (text, text)
+pair for the cross-encoders (one score each) and a text for the embedder (one vector each).
 """
 
 from __future__ import annotations
@@ -85,19 +88,24 @@ class MicroBatcher(Generic[ItemT]):
         max_size: int = 64,
         max_wait_ms: float = 4.0,
         queue_size: int = 2048,
+        workers: int = 1,
     ) -> None:
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1, not {workers}")
         self.model = model
         self.name = name
         self.max_tokens = max_tokens
         self.max_size = max_size
         self.max_wait = max_wait_ms / 1000.0
         self.queue_size = queue_size
+        self.workers = workers
         self._queue: collections.deque[_Item[ItemT]] = collections.deque()
         # Accepted items whose tokens are still being counted: not queued yet, but they count
         # against the queue bound like queued ones.
         self._reserved = 0
         self._wakeup = asyncio.Event()  # set by submit, awaited by the serving task
         self._task: asyncio.Task[None] | None = None
+        self._runs: set[asyncio.Task[None]] = set()  # batches running in the workers
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._closed = False
         self._items_per_second: float | None = None
@@ -119,6 +127,7 @@ class MicroBatcher(Generic[ItemT]):
             max_size=settings.batch_max_size,
             max_wait_ms=settings.batch_max_wait_ms,
             queue_size=settings.batch_queue_size,
+            workers=settings.resolved_batch_workers,
         )
 
     async def start(self) -> None:
@@ -126,10 +135,10 @@ class MicroBatcher(Generic[ItemT]):
             return
         self._closed = False
         self._wakeup = asyncio.Event()  # fresh: a restart may be on another event loop
-        # A dedicated thread rather than the default executor: inference must not queue behind
-        # (or starve) unrelated to_thread work, and one thread keeps runs of this model serial.
+        # Dedicated threads rather than the default executor: inference must not queue behind
+        # (or starve) unrelated to_thread work, and their number bounds this model's runs.
         self._executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix=f"infer-{self.name}"
+            max_workers=self.workers, thread_name_prefix=f"infer-{self.name}"
         )
         self._task = asyncio.create_task(self._serve(), name=f"batcher-{self.name}")
 
@@ -141,6 +150,10 @@ class MicroBatcher(Generic[ItemT]):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        runs, self._runs = list(self._runs), set()
+        for run in runs:
+            run.cancel()  # each fails its own items (_run)
+        await asyncio.gather(*runs, return_exceptions=True)
         self._fail_all(self._drain(), BatcherClosed(f"model '{self.name}' is shutting down"))
         if self._executor is not None:
             # A batch still running in the thread finishes there on its own; waiting for it here
@@ -239,19 +252,34 @@ class MicroBatcher(Generic[ItemT]):
 
     async def _serve(self) -> None:
         loop = asyncio.get_running_loop()
+        # A worker is free before a window is collected: while all are busy, arriving items
+        # wait in the queue and join the next window (larger batches under load).
+        free = asyncio.Semaphore(self.workers)
         while True:
-            window = await self._collect(loop)
+            await free.acquire()
+            held = True
+            window: list[_Item[ItemT]] = []
             try:
+                window = await self._collect(loop)
                 for batch in self._split(window):
-                    await self._run(loop, batch)
+                    if not held:
+                        await free.acquire()
+                    held = False
+                    run = asyncio.create_task(self._run(loop, batch, free))
+                    self._runs.add(run)
+                    run.add_done_callback(self._runs.discard)
             except asyncio.CancelledError:
-                # These items have left the queue, so aclose() cannot see them: fail them here.
+                # Items taken from the queue and not yet running: aclose() cannot see them. (A
+                # running batch's items are failed by its own task.)
                 self._fail_all(window, BatcherClosed(f"model '{self.name}' is shutting down"))
                 raise
             except Exception as exc:
                 # Never let the serving task die, and never leave a caller waiting.
                 log.exception("batcher %s: unexpected error", self.name)
                 self._fail_all(window, exc)
+            finally:
+                if held:
+                    free.release()
 
     async def _collect(self, loop: asyncio.AbstractEventLoop) -> list[_Item[ItemT]]:
         """Wait for work, then up to max_wait for companions; return the items taken."""
@@ -304,14 +332,23 @@ class MicroBatcher(Generic[ItemT]):
             batches.append(batch)
         return batches
 
-    async def _run(self, loop: asyncio.AbstractEventLoop, batch: list[_Item[ItemT]]) -> None:
+    async def _run(
+        self, loop: asyncio.AbstractEventLoop, batch: list[_Item[ItemT]], free: asyncio.Semaphore
+    ) -> None:
+        """Score ``batch`` in a worker thread and settle its items' futures; then free the
+        worker's place."""
         items = [item.item for item in batch]
         try:
             scores, elapsed = await loop.run_in_executor(self._executor, self._score_timed, items)
+        except asyncio.CancelledError:
+            self._fail_all(batch, BatcherClosed(f"model '{self.name}' is shutting down"))
+            raise
         except Exception as exc:
             log.exception("batcher %s: model failed on a batch of %d", self.name, len(batch))
             self._fail_all(batch, exc)
             return
+        finally:
+            free.release()
         self._observe(len(batch), max(item.tokens for item in batch), elapsed)
         for item, row in zip(batch, scores, strict=True):
             if not item.future.done():

@@ -319,6 +319,7 @@ class Embedder:
                 max_size=settings.batch_max_size,
                 max_wait_ms=BATCH_MAX_WAIT_MS,
                 queue_size=settings.batch_queue_size,
+                workers=settings.resolved_batch_workers,
             )
         await self._batcher.start()
 

@@ -352,8 +352,8 @@ def open_session(
 def session_options(threads: int) -> Any:
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
-    # One batch runs at a time per model (the batcher serialises them), so inter-op parallelism
-    # would only add threads competing for the same cores.
+    # The batcher already runs as many batches at once as the cores hold
+    # (TAILOR_BATCH_WORKERS), so inter-op parallelism would only add threads competing for them.
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL

@@ -351,6 +351,64 @@ async def test_from_settings_uses_the_batch_settings(tmp_path: Path) -> None:
     batcher = MicroBatcher.from_settings(FakeModel(), "from-settings", settings)
     assert (batcher.max_tokens, batcher.max_size, batcher.queue_size) == (1000, 7, 99)
     assert batcher.max_wait == pytest.approx(0.0025)
+    assert batcher.workers == settings.resolved_batch_workers
+
+
+def test_workers_default_to_the_cpus_over_the_threads_per_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("service.config.available_cpus", lambda: 2)
+    assert Settings(data_dir=tmp_path, onnx_intra_op_threads=1).resolved_batch_workers == 2
+    assert Settings(data_dir=tmp_path, onnx_intra_op_threads=2).resolved_batch_workers == 1
+    assert Settings(data_dir=tmp_path, onnx_intra_op_threads=4).resolved_batch_workers == 1
+    monkeypatch.setattr("service.config.available_cpus", lambda: 16)
+    assert Settings(data_dir=tmp_path, onnx_intra_op_threads=8).resolved_batch_workers == 2
+    explicit = Settings(data_dir=tmp_path, onnx_intra_op_threads=1, batch_workers=3)
+    assert explicit.resolved_batch_workers == 3
+
+
+def test_workers_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="workers"):
+        MicroBatcher(FakeModel(), name=unique_name("zero"), workers=0)
+
+
+async def test_workers_run_batches_at_once_and_queue_beyond_them(
+    make_batcher: Callable[..., MicroBatcher],
+) -> None:
+    """With two workers a second batch starts while the first is still running; a third waits
+    for a free worker and then joins the next window with what arrived meanwhile."""
+    gate = threading.Event()
+    model = FakeModel(gate=gate)
+    batcher = make_batcher(model, max_size=1, max_wait_ms=0, workers=2)
+    await batcher.start()
+    first = asyncio.create_task(batcher.submit([pair_of(5, "a")]))
+    second = asyncio.create_task(batcher.submit([pair_of(6, "b")]))
+    await eventually(lambda: len(model.batches) == 2)  # both running, neither finished
+    third = asyncio.create_task(batcher.submit([pair_of(7, "c")]))
+    await asyncio.sleep(0.05)
+    assert len(model.batches) == 2 and batcher.waiting == 1
+    gate.set()
+    scores = await asyncio.wait_for(asyncio.gather(first, second, third), timeout=5)
+    assert [float(s[0]) for s in scores] == pytest.approx([0.005, 0.006, 0.007])
+    assert len(model.threads) == 2
+
+
+async def test_aclose_fails_the_items_of_every_running_batch(
+    make_batcher: Callable[..., MicroBatcher],
+) -> None:
+    gate = threading.Event()
+    model = FakeModel(gate=gate)
+    batcher = make_batcher(model, max_size=1, max_wait_ms=0, workers=2)
+    await batcher.start()
+    running = [asyncio.create_task(batcher.submit([pair_of(5 + k)])) for k in range(2)]
+    await eventually(lambda: len(model.batches) == 2)
+    queued = asyncio.create_task(batcher.submit([pair_of(9)]))
+    await eventually(lambda: batcher.waiting >= 1)
+    await asyncio.wait_for(batcher.aclose(), timeout=2)
+    gate.set()
+    for task in (*running, queued):
+        with pytest.raises(BatcherClosed):
+            await asyncio.wait_for(task, timeout=2)
 
 
 class FakeVectors:
