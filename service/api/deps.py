@@ -82,8 +82,8 @@ async def get_caller_outside_transaction(
     tenant's slots for requests that run models or an LLM until the response is sent.
 
     For routes that run models or an LLM: they must not hold the request's transaction open
-    for seconds (on SQLite every transaction holds the write lock), so they open short ones
-    themselves around their reads and their final writes."""
+    for seconds (on SQLite every write transaction holds the write lock), so they open short
+    ones themselves around their reads and their final writes."""
     async with read_transaction(state.sessions) as session:
         caller = await _authenticate(session, credentials)
     inflight = state.tenant_inflight

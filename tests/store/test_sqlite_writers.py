@@ -192,6 +192,26 @@ async def test_reads_neither_queue_behind_writes_nor_hold_them_up(
         async with transaction(sessions) as w:
             w.add(Tenant(name="during a read"))
     assert "during a read" in await names()
+
+    # The read's connection goes back to the pool without its read-only mark: the next write
+    # transaction on it queues as before.
+    holding, release = asyncio.Event(), asyncio.Event()
+
+    async def hold() -> None:
+        async with transaction(sessions) as s:
+            await s.execute(text("SELECT 1"))
+            holding.set()
+            await release.wait()
+
+    holder = asyncio.create_task(hold())
+    await holding.wait()
+    try:
+        with pytest.raises(DatabaseUnavailable):
+            async with transaction(sessions) as s:
+                await s.execute(text("SELECT 1"))
+    finally:
+        release.set()
+        await holder
     await engine.dispose()
 
 
