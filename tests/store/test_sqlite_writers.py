@@ -20,6 +20,7 @@ import httpx
 import pytest
 from sqlalchemy import select, text
 from sqlalchemy.exc import OperationalError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from service.store import db
 from service.store.db import (
@@ -114,14 +115,12 @@ async def test_transactions_queue_in_order_across_engines(sqlite_url: str) -> No
     assert list(names) == ["first", "second"]
 
 
-async def test_the_queue_gives_up_as_busy(sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A transaction held far too long: the next one is refused as busy (503 with
-    Retry-After in the API) instead of waiting forever."""
-    monkeypatch.setattr(db, "WRITE_QUEUE_TIMEOUT_S", 0.2)
-    engine = create_engine(sqlite_url)
-    sessions = session_factory(engine)
-    release = asyncio.Event()
-    holding = asyncio.Event()
+async def refused_while_a_write_is_held(
+    sessions: async_sessionmaker[AsyncSession],
+) -> DatabaseUnavailable:
+    """What a write transaction gets while another of this process holds the queue past
+    WRITE_QUEUE_TIMEOUT_S (it must be refused; the test fails otherwise)."""
+    release, holding = asyncio.Event(), asyncio.Event()
 
     async def hold() -> None:
         async with transaction(sessions) as s:
@@ -135,11 +134,21 @@ async def test_the_queue_gives_up_as_busy(sqlite_url: str, monkeypatch: pytest.M
         with pytest.raises(DatabaseUnavailable) as refused:
             async with transaction(sessions) as s:
                 await s.execute(text("SELECT 1"))
-        assert refused.value.reason == "the database is busy"
-        assert refused.value.retry_after == 1
     finally:
         release.set()
         await holder
+    return refused.value
+
+
+async def test_the_queue_gives_up_as_busy(sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A transaction held far too long: the next one is refused as busy (503 with
+    Retry-After in the API) instead of waiting forever."""
+    monkeypatch.setattr(db, "WRITE_QUEUE_TIMEOUT_S", 0.2)
+    engine = create_engine(sqlite_url)
+    sessions = session_factory(engine)
+    refused = await refused_while_a_write_is_held(sessions)
+    assert refused.reason == "the database is busy"
+    assert refused.retry_after == 1
     async with transaction(sessions) as s:  # and the queue works again
         await s.execute(text("SELECT 1"))
     await engine.dispose()
@@ -195,23 +204,7 @@ async def test_reads_neither_queue_behind_writes_nor_hold_them_up(
 
     # The read's connection goes back to the pool without its read-only mark: the next write
     # transaction on it queues as before.
-    holding, release = asyncio.Event(), asyncio.Event()
-
-    async def hold() -> None:
-        async with transaction(sessions) as s:
-            await s.execute(text("SELECT 1"))
-            holding.set()
-            await release.wait()
-
-    holder = asyncio.create_task(hold())
-    await holding.wait()
-    try:
-        with pytest.raises(DatabaseUnavailable):
-            async with transaction(sessions) as s:
-                await s.execute(text("SELECT 1"))
-    finally:
-        release.set()
-        await holder
+    await refused_while_a_write_is_held(sessions)
     await engine.dispose()
 
 
