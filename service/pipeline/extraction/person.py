@@ -143,6 +143,10 @@ _HEADS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("we", "do"), "The user does"),
     (("we", "don't"), "The user doesn't"),
     (("we're",), "The user is"),
+    # Texting: "i m", "we r", "we've got".
+    (("i", "m"), "The user is"),
+    (("we", "r"), "The user is"),
+    (("we've", "got"), "The user has"),
     (("were",), "The user is"),
     (("we've",), "The user has"),
 )
@@ -155,6 +159,18 @@ _KEEP_AFTER_SUBJECT = lx.words(
 )
 # Adverbs that can stand between the subject and the verb; the verb after them is conjugated.
 _ADVERBS = lx.VERB_ADVERBS | lx.words("no longer")
+# Verbs that end in "-ly" like an adverb ("I fly", "I rely on"): the words an "-ly" adverb
+# between the subject and its verb ("I finally got", "I eventually quit") must not be taken for.
+_LY_VERBS = lx.words("fly apply reply rely supply multiply comply imply ally rally tally bully")
+
+
+def _adverb(token: str) -> bool:
+    """A word between the subject and its verb that leaves the verb's form alone: a listed
+    adverb or any "-ly" word that is not a verb ("finally", "eventually", "nearly")."""
+    bare = bare_word(token)
+    return bare in _ADVERBS or (bare.endswith("ly") and len(bare) > 4 and bare not in _LY_VERBS)
+
+
 # Irregular past forms: a verb that is already past stays as it is.
 _PAST = lx.words(
     """
@@ -256,7 +272,7 @@ def third_person(clause: str) -> str:
     if bare[0] in {"i", "we"}:
         rest = tokens[1:]
         at = 0
-        while at < len(rest) and bare_word(rest[at]) in _ADVERBS:
+        while at < len(rest) and _adverb(rest[at]):
             at += 1
         if at < len(rest) and bare_word(rest[at]) not in _KEEP_AFTER_SUBJECT:
             rest = [*rest[:at], _conjugate(rest[at]), *rest[at + 1 :]]

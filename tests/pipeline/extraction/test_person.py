@@ -39,6 +39,17 @@ CASES = [
     ("and I teach year 6", "The user teaches year 6."),
     ("as a teacher on a budget", "The user is a teacher on a budget."),
     ("two boys, 5 and 8", "The user: two boys, 5 and 8."),
+    # "-ly" adverbs before the verb leave it alone; "-ly" verbs still agree.
+    ("I finally decided to learn korean", "The user finally decided to learn korean."),
+    ("I eventually quit", "The user eventually quit."),
+    ("I nearly always cycle", "The user nearly always cycles."),
+    ("I fly to Paris monthly", "The user flies to Paris monthly."),
+    ("I rely on my car", "The user relies on their car."),
+    ("I only eat fish", "The user only eats fish."),
+    # Texting forms of the subject and its verb.
+    ("i m a nurse", "The user is a nurse."),
+    ("we r getting married in may", "The user is getting married in may."),
+    ("we've got two dogs", "The user has two dogs."),
 ]
 
 
