@@ -159,14 +159,13 @@ _KEEP_AFTER_SUBJECT = lx.words(
 )
 # Adverbs that can stand between the subject and the verb; the verb after them is conjugated.
 _ADVERBS = lx.VERB_ADVERBS | lx.words("no longer")
-# Verbs that end in "-ly" like an adverb ("I fly", "I rely on"): the words an "-ly" adverb
-# between the subject and its verb ("I finally got", "I eventually quit") must not be taken for.
+# Verbs ending in "-ly" ("I fly", "I rely on"), which the "-ly" rule of _adverb must not pass over.
 _LY_VERBS = lx.words("fly apply reply rely supply multiply comply imply ally rally tally bully")
 
 
 def _adverb(token: str) -> bool:
-    """A word between the subject and its verb that leaves the verb's form alone: a listed
-    adverb or any "-ly" word that is not a verb ("finally", "eventually", "nearly")."""
+    """A word between the subject and its verb, passed over so that the verb after it changes
+    person: a listed adverb, or an "-ly" word that is not a verb ("finally", "nearly")."""
     bare = bare_word(token)
     return bare in _ADVERBS or (bare.endswith("ly") and len(bare) > 4 and bare not in _LY_VERBS)
 
@@ -310,17 +309,21 @@ _PRONOUNS = (
 )
 
 
-def _base_form(verb: str) -> str:
+def _base_form(token: str) -> str:
+    """The first-person form of a third-person verb, punctuation after it kept ("smokes." ->
+    "smoke.": a verb that ends the statement carries its period)."""
+    verb = token.rstrip(".,!?;:")
+    tail = token[len(verb) :]
     lower = verb.lower()
     if lower in _IRREGULAR:
-        return _IRREGULAR[lower]
+        return _IRREGULAR[lower] + tail
     if lower.endswith("ies") and len(lower) > 4:
-        return verb[:-3] + "y"
+        return verb[:-3] + "y" + tail
     if lower.endswith(("ches", "shes", "sses", "xes", "zes", "oes")):
-        return verb[:-2]
+        return verb[:-2] + tail
     if lower.endswith("s") and not lower.endswith(("ss", "us", "is")):
-        return verb[:-1]
-    return verb
+        return verb[:-1] + tail
+    return token
 
 
 def first_person(text: str) -> str:
@@ -337,9 +340,7 @@ def first_person(text: str) -> str:
         # Adverbs may stand between subject and verb ("usually prefers", "always picks",
         # "sometimes works", "no longer eats"): the verb after them takes the first person.
         at = 0
-        while at < len(words) - 1 and (
-            words[at].lower() in lx.VERB_ADVERBS or words[at].lower().endswith("ly")
-        ):
+        while at < len(words) - 1 and _adverb(words[at]):
             at += 1
         if at + 1 < len(words) and words[at].lower() == "no" and words[at + 1] == "longer":
             at += 2

@@ -72,6 +72,11 @@ def test_third_person(clause: str, expected: str) -> None:
         ("The user no longer eats meat.", "I no longer eat meat."),
         ("The user can't stand horror movies.", "I can't stand horror movies."),
         ("The user loves their dog.", "I love my dog."),
+        # A verb that ends the statement keeps its period and still changes person.
+        ("The user smokes.", "I smoke."),
+        ("The user rarely runs.", "I rarely run."),
+        ("The user rents, and their landlord is slow.", "I rent, and my landlord is slow."),
+        ("The user finally got a dog.", "I finally got a dog."),
         ("I have a dog.", "I have a dog."),
     ],
 )
