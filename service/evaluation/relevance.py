@@ -120,6 +120,13 @@ def tune_threshold(row_scores: list[np.ndarray], rows: Sequence[dict[str, Any]],
     return best_t
 
 
+def quiet_enough(m: dict[str, Any], min_quiet: float) -> bool:
+    """Whether ``metrics`` output ``m`` selects nothing for at least ``min_quiet`` of the prompts
+    where nothing applies (true when there are none)."""
+    quiet = m["nothing_selected_when_nothing_applies"]
+    return quiet is None or quiet >= min_quiet
+
+
 def calibrate(
     row_scores: list[np.ndarray],
     rows: Sequence[dict[str, Any]],
@@ -137,10 +144,9 @@ def calibrate(
     best_t, best_f1 = None, -1.0
     for t in candidates:
         m = metrics(row_scores, rows, float(t), cap)
-        quiet = m["nothing_selected_when_nothing_applies"]
         if (
             abs(m["selection_rate"] - gold_rate) <= rate_tolerance * gold_rate
-            and (quiet is None or quiet >= min_quiet)
+            and quiet_enough(m, min_quiet)
             and m["f1"] > best_f1
         ):
             best_t, best_f1 = float(t), m["f1"]

@@ -177,17 +177,16 @@ def train_relevance_adapter(
         for c in CAPS:
             t = relevance.calibrate(combined, val, c, min_quiet=config.min_quiet)
             m = relevance.metrics(combined, val, t, c)
-            quiet = m["nothing_selected_when_nothing_applies"]
             grid.append(
                 {
                     "weight": w,
                     "cap": c,
                     "threshold": round(t, 6),
                     "f1": m["f1"],
-                    "quiet": quiet,
+                    "quiet": m["nothing_selected_when_nothing_applies"],
                 }
             )
-            settings.append(((quiet is None or quiet >= config.min_quiet, m["f1"]), w, c, t))
+            settings.append(((relevance.quiet_enough(m, config.min_quiet), m["f1"]), w, c, t))
     _, weight, cap, threshold = max(settings, key=lambda setting: setting[0])
 
     # The shortlist on the validation profiles padded to a long-lived user's size.

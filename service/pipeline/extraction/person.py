@@ -340,10 +340,8 @@ def first_person(text: str) -> str:
         # Adverbs may stand between subject and verb ("usually prefers", "always picks",
         # "sometimes works", "no longer eats"): the verb after them takes the first person.
         at = 0
-        while at < len(words) - 1 and _adverb(words[at]):
+        while at < len(words) - 1 and _adverb(words[at]):  # "no longer" is two of them
             at += 1
-        if at + 1 < len(words) and words[at].lower() == "no" and words[at + 1] == "longer":
-            at += 2
         if at < len(words) and words[at]:
             words[at] = _base_form(words[at])
         head = "I " + " ".join(words)
