@@ -33,6 +33,15 @@ LATER_VERIFICATION_ROUNDS = [
     # writers AA-AD (terse facts next to a request): 300 new cases; none adjudicated
     ("verification_sixth_round", "verification_blind_7.jsonl", "verification_seventh_reading.jsonl",
      "verification_seventh_first.jsonl"),
+    # writers AE-AH (hard categories, long and multi-turn): 1,406 new cases; none adjudicated
+    ("verification_seventh_round", "verification_blind_8.jsonl",
+     "verification_eighth_reading.jsonl", "verification_eighth_first.jsonl"),
+    # writers AI-AL: 1,644 new cases; read twice, the second time by a reader that opened
+    # nothing but the guideline
+    ("verification_eighth_round", "verification_blind_9.jsonl", "verification_ninth_reading.jsonl",
+     "verification_ninth_first.jsonl"),
+    ("verification_eighth_round_strict", "verification_blind_9b.jsonl",
+     "verification_ninth_reading_b.jsonl", "verification_ninth_first_b.jsonl"),
 ]  # fmt: skip
 LATER_RELEVANCE_ROUNDS = [
     # writers L-M: 160 of the 448 prompts added to existing profiles
@@ -120,7 +129,9 @@ def _verification_round(
         b = blind[r["id"]]
         row = by_text.get((json.dumps(b["conversation"]), b["attribute"]))
         if row is not None:
-            label = at_sampling.get(row["id"], row["label"])
+            # keyed by the sample's id: a round sampled before it was built numbers its
+            # cases from 0, the built rows from 1
+            label = at_sampling.get(r["id"], row["label"])
             matched.append((row, label == "supported", r["label"] == "supported"))
     pairs = [(a, b) for _, a, b in matched]
     by_cat: Counter = Counter()
