@@ -350,7 +350,16 @@ def _train(args: argparse.Namespace, settings: Settings) -> int:
     if args.task == "extractor":
         metrics = run.train_extractor(Path(args.data), out, base, config, cache)
     elif args.task == "verifier":
-        metrics = run.train_verifier(Path(args.data), out, base, config, cache)
+        metrics = run.train_verifier(
+            Path(args.data),
+            out,
+            base,
+            config,
+            cache,
+            init=Path(args.init) if args.init else None,
+            new_writers=frozenset(w for w in (args.new_writers or "").split(",") if w),
+            replay_share=args.replay_share,
+        )
     elif args.task == "relevance" and Path(args.data).is_dir():
         metrics = run.train_relevance_everyday(Path(args.data), out, base, config, cache)
     elif args.task == "relevance":
@@ -524,6 +533,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="cross-encoders: bf16 runs the forward and backward passes under bfloat16 autocast "
         "(weights and optimizer stay fp32); 1.68x fp32's speed on a 2-core Intel Xeon with AMX "
         "(bench/train_precision.py); measure it on other CPUs before relying on it",
+    )
+    # verifier only: continue training a shipped model on new writing rounds
+    train.add_argument(
+        "--init", help="verifier: a model directory to continue from (e.g. models/verifier)"
+    )
+    train.add_argument(
+        "--new-writers",
+        help="verifier with --init: writer codes of the everyday rounds the model has not seen "
+        "(AE,AF,...), every example of which is taken",
+    )
+    train.add_argument(
+        "--replay-share",
+        type=float,
+        default=1.0,
+        help="verifier: the seeded share of the other examples taken (with --init, e.g. 0.15)",
     )
     train.set_defaults(func=_train)
 

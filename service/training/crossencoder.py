@@ -74,6 +74,41 @@ class CrossEncoder:
             str(base), num_labels=1, local_files_only=True
         )
 
+    def load_graph_weights(self, graph: Path) -> int:
+        """Continue from a shipped model: copy the weights of its ONNX graph (the exported
+        twin of this architecture, fp16 or fp32) into the torch model, in fp32. Named
+        initializers map by name; the exporter's transposed MatMul constants map through the
+        node that uses them (``/bert/encoder/layer.0/attention/self/query/MatMul`` →
+        ``bert.encoder.layer.0.attention.self.query.weight``). Every parameter must be found;
+        returns how many were copied."""
+        import onnx
+        from onnx import numpy_helper
+
+        torch = self.torch
+        model = onnx.load(str(graph))
+        arrays = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+        weights = {name: value for name, value in arrays.items() if not name.startswith("onnx::")}
+        for node in model.graph.node:
+            constant = node.op_type == "MatMul" and node.input[1] in arrays
+            if constant and node.name.endswith("/MatMul"):
+                param = node.name.strip("/").removesuffix("/MatMul").replace("/", ".") + ".weight"
+                weights[param] = arrays[node.input[1]].T
+        state = self.model.state_dict()
+        missing = [k for k in state if k not in weights and not k.endswith("position_ids")]
+        if missing:
+            raise ValueError(f"{graph}: no weights for {missing[:5]} ({len(missing)} in all)")
+        copied = 0
+        for name, value in weights.items():
+            if name not in state:
+                raise ValueError(f"{graph}: {name} is not a parameter of {self.base}")
+            if tuple(state[name].shape) != value.shape:
+                shape = tuple(state[name].shape)
+                raise ValueError(f"{graph}: {name} has shape {value.shape}, not {shape}")
+            state[name] = torch.from_numpy(np.ascontiguousarray(value, dtype=np.float32))
+            copied += 1
+        self.model.load_state_dict(state)
+        return copied
+
     def encode(self, pairs: Sequence[Pair]) -> dict[str, Any]:
         return dict(
             self.tokenizer(

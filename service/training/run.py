@@ -85,17 +85,27 @@ def train_verifier(
     everyday_repeats: int = 3,
     spc_share: float = 0.5,
     extraction_repeats: int = 1,
+    init: Path | None = None,
+    new_writers: frozenset[str] = frozenset(),
+    replay_share: float = 1.0,
 ) -> dict[str, Any]:
     """``everyday_repeats``: copies of the everyday corpus's examples (it is what the service
     meets, and a fifth of the examples when taken once); ``spc_share``: the share of the
     hand-checked SPC conversations kept (seeded), so the everyday cases weigh more without
     making training longer; ``extraction_repeats``: copies of the extraction corpus's cases
     (datasets/extraction: every written fact supported by its quote, preferences and dislikes
-    among them, and the traps written beside them unsupported)."""
+    among them, and the traps written beside them unsupported).
+
+    Continuing from a shipped model (``init``, its directory): training starts from its
+    graph's weights, and takes every example of the everyday rounds it has not seen (written
+    by ``new_writers``, the writer code in the case id ``V-AE-018-6``) and a seeded
+    ``replay_share`` of all the other examples, so that it learns the new rounds without
+    forgetting the old ones."""
     val_rows = verification.load_rows(datasets_dir / "verification_val_checked.jsonl")
     holdout = set((datasets_dir / "verification_val_holdout_conversations.txt").read_text().split())
     checked = sorted((datasets_dir / "verification_train").glob("checked_*.jsonl"))
-    rows, counts = verifier_data.training_rows(data, checked, val_rows, holdout)
+    rows, spc_counts = verifier_data.training_rows(data, checked, val_rows, holdout)
+    counts: dict[str, Any] = dict(spc_counts)
     if spc_share < 1.0:
         conversations = sorted({str(r["conversation_id"]) for r in rows})
         kept = set(
@@ -119,17 +129,29 @@ def train_verifier(
     extraction = verifier_data.everyday_rows(extraction_train) if extraction_train.exists() else []
     counts["extraction_train_rows"] = len(extraction)
     counts["extraction_repeats"] = extraction_repeats
+    fresh = [r for r in everyday if _writer(r["id"]) in new_writers]
+    seen = [r for r in everyday if _writer(r["id"]) not in new_writers]
     examples = (
         verifier_data.window_examples(rows)
         + verifier_data.window_examples(written)
-        + verifier_data.window_examples(everyday) * everyday_repeats
+        + verifier_data.window_examples(seen) * everyday_repeats
         + verifier_data.window_examples(extraction) * extraction_repeats
         + verifier_data.synthetic_examples(12)
     )
+    if replay_share < 1.0:
+        examples = random.Random(config.seed).sample(examples, int(len(examples) * replay_share))
+    examples += verifier_data.window_examples(fresh) * everyday_repeats
+    counts["new_writers"] = sorted(new_writers)
+    counts["everyday_train_rows_new"] = len(fresh)
+    counts["replay_share"] = replay_share
     positives = sum(e.label for e in examples)
     log.info("verifier: %d window examples (%d positive)", len(examples), positives)
     config.pos_weight = max(1.0, (len(examples) - positives) / max(positives, 1) / 2)
     encoder = CrossEncoder(base or default_base_model(), config.max_length, config.seed)
+    if init is not None:
+        copied = encoder.load_graph_weights(init / "model.fp16.onnx")
+        log.info("verifier: continuing from %s (%d weights)", init, copied)
+        counts["continued_from"] = json.loads((init / "metrics.json").read_text())["data"]
     encoder.train(examples, config)
 
     # The threshold is chosen on both validation sets at once (the written everyday split and
@@ -177,6 +199,12 @@ def train_verifier(
     return _finish(
         "verifier", encoder, out, probe, config, {"threshold": threshold}, metrics, cache_dir
     )
+
+
+def _writer(case_id: str | None) -> str:
+    """The writer code of an everyday case id: "V-AE-018-6" → "AE"."""
+    parts = (case_id or "").split("-")
+    return parts[1] if len(parts) > 2 else ""
 
 
 def train_extractor(

@@ -127,6 +127,7 @@ def everyday_rows(path: Path) -> list[dict[str, Any]]:
 
     return [
         {
+            "id": r.get("id"),
             "conversation": r["conversation"],
             "attribute": first_person(r["attribute"]),
             "supported": r["label"] == "supported",

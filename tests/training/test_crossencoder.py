@@ -96,3 +96,21 @@ def test_pairwise_training_ranks_chosen_first(tiny_base: Path) -> None:
     chosen = encoder.predict([(p.a, p.chosen) for p in held])
     rejected = encoder.predict([(p.a, p.rejected) for p in held])
     assert (chosen > rejected).mean() >= 0.9
+
+
+def test_training_continues_from_a_shipped_graph(tiny_base: Path, tmp_path: Path) -> None:
+    trained = CrossEncoder(tiny_base, max_length=32)
+    trained.train(_examples(320, seed=5), TrainConfig(epochs=8, batch_size=16, lr=3e-3))
+    probe = [(e.a, e.b) for e in _examples(24, seed=6)]
+    export_onnx(trained, tmp_path / "shipped", probe, tmp_path / "cache")
+
+    fresh = CrossEncoder(tiny_base, max_length=32, seed=99)
+    before = fresh.predict(probe)
+    # Every weight comes back from the fp16 graph: the named ones and the exporter's
+    # transposed MatMul constants.
+    copied = fresh.load_graph_weights(tmp_path / "shipped" / "model.fp16.onnx")
+    assert copied == len([k for k in fresh.model.state_dict() if not k.endswith("position_ids")])
+    after = fresh.predict(probe)
+    expected = trained.predict(probe)
+    assert np.abs(after - expected).max() < 2e-2
+    assert np.abs(before - expected).max() > 0.2

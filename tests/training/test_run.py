@@ -107,3 +107,11 @@ def test_extractor_examples_label_the_clause_that_holds_a_quote() -> None:
     examples = extractor_data.examples([row])
     assert {e.label for e in examples} == {0.0, 1.0}
     assert all(e.b.startswith("user: ") for e in examples)
+
+
+def test_everyday_case_ids_name_their_writer() -> None:
+    from service.training.run import _writer
+
+    assert _writer("V-AE-018-6") == "AE"
+    assert _writer("V-Z5-087-6") == "Z5"
+    assert _writer(None) == "" and _writer("plain") == ""
