@@ -40,7 +40,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from service.pipeline.extraction import lexicon as lx
-from service.pipeline.extraction.person import bare_word, third_person
+from service.pipeline.extraction.person import CHAT_FILLERS, bare_word, third_person
 from service.pipeline.extraction.rules import (
     _SENTENCE,
     RuleExtractor,
@@ -87,9 +87,7 @@ _PIECE = re.compile(
 )
 MIN_PIECE_WORDS = 2
 # Chat fillers at the end of a clause carry nothing a stored fact needs ("im a roofer lol").
-_TRAILING_FILLERS = lx.words(
-    "lol lmao haha hahaha tbh rn fr ngl tho though btw honestly xd xo smh imo idk lmk pls"
-)
+_TRAILING_FILLERS = CHAT_FILLERS
 # A clause about someone else: it opens with another person's pronoun and never names the
 # user ("she hates her carrier", "he was sleeping 5-6 hr stretches").
 _OTHER_SUBJECTS = lx.words(

@@ -137,6 +137,10 @@ _HEADS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("ive",), "The user has"),
     (("i'd",), "The user would"),
     (("i'll",), "The user will"),
+    # "X and I are" (the clause starts at the user): the user is one of them.
+    (("i", "are"), "The user is"),
+    (("i", "were"), "The user was"),
+    (("i", "r"), "The user is"),
     (("we", "are"), "The user is"),
     (("we", "were"), "The user was"),
     (("we", "have"), "The user has"),
@@ -158,7 +162,7 @@ _KEEP_AFTER_SUBJECT = lx.words(
     """
 )
 # Adverbs that can stand between the subject and the verb; the verb after them is conjugated.
-_ADVERBS = lx.VERB_ADVERBS | lx.words("no longer")
+_ADVERBS = lx.VERB_ADVERBS | lx.words("no longer already")
 # Verbs ending in "-ly" ("I fly", "I rely on"), which the "-ly" rule of _adverb must not pass over.
 _LY_VERBS = lx.words("fly apply reply rely supply multiply comply imply ally rally tally bully")
 
@@ -192,8 +196,12 @@ _COPULA_OPENERS = lx.words(
 )
 _SUBJECTLESS_VERBS = lx.VERBS_BASE | lx.words(
     """
-    have own need hate love like prefer avoid speak teach study work live grow keep run
+    have own need hate love like prefer avoid speak teach study work live grow keep run earn
     """
+)
+# Chat fillers that close off what was said before them ("not much lol im ...").
+CHAT_FILLERS = lx.words(
+    "lol lmao haha hahaha tbh rn fr ngl tho though btw honestly xd xo smh imo idk lmk pls"
 )
 _LEADING_JUNK = lx.words("and but so also plus because cause cuz coz since though then or")
 _AS_A = re.compile(r"^as (?:a|an)\s+", re.IGNORECASE)
@@ -247,6 +255,10 @@ def _in_place(tokens: list[str]) -> list[str] | None:
             # "At 67 I'm finally doing my first solo trip": the speaker is the subject of the
             # rest, which is rewritten as a clause of its own after the words before it.
             rest = third_person(" ".join(tokens[i:])).removesuffix(".").split()
+            if bare_word(tokens[i - 1]) in CHAT_FILLERS:
+                # "not much lol im the oldest of 4": the words before the filler answered
+                # something else.
+                return rest
             return [*tokens[:i], rest[0].lower(), *rest[1:]]
         else:
             continue
@@ -281,6 +293,10 @@ def third_person(clause: str) -> str:
     if bare[0] == "me" and len(bare) > 2 and bare[1] == "and":
         # "me and my wife love hiking" -> "The user and their wife love hiking."
         return finish("The user", _rest(tokens[1:]))
+    opener = _subjectless(tokens)
+    if opener is not None:
+        # "already have my full G", "have never read a note of music in my life"
+        return finish("The user", _rest(opener))
     placed = _in_place(tokens)
     if placed is not None:
         first = placed[0][:1].upper() + placed[0][1:]
@@ -289,9 +305,30 @@ def third_person(clause: str) -> str:
         return finish("The user has", _rest(tokens))
     if bare[0] in _COPULA_OPENERS:
         return finish("The user is", _rest(tokens))
-    if bare[0] in _SUBJECTLESS_VERBS or bare[0] in _PAST or bare[0].endswith("ed"):
-        return finish("The user", _rest([_conjugate(tokens[0]), *tokens[1:]]))
+    if bare[0] in _PAST or bare[0].endswith("ed"):
+        return finish("The user", _rest(tokens))
     return finish("The user:", _rest(tokens))
+
+
+# After a verb-like first word, these make it a noun subject ("work is crazy", "love is blind").
+_NOT_A_VERB_AFTER = lx.words("is was are were has had isn't wasn't 's can will")
+
+
+def _subjectless(tokens: list[str]) -> list[str] | None:
+    """A clause that drops its subject and opens with the user's verb, possibly after adverbs
+    ("love jazz", "already have my full G", "never eat pork"): the tokens with that verb
+    conjugated, else None. A verb followed by "is" or "was" is a noun ("work is crazy")."""
+    at = 0
+    while at < len(tokens) - 1 and _adverb(tokens[at]):
+        at += 1
+    verb = bare_word(tokens[at])
+    if verb not in _SUBJECTLESS_VERBS:
+        return None
+    if at + 1 < len(tokens):
+        following = bare_word(tokens[at + 1])
+        if following in _NOT_A_VERB_AFTER or following.endswith("'s"):
+            return None
+    return [*tokens[:at], _conjugate(tokens[at]), *tokens[at + 1 :]]
 
 
 # The verifier was trained on first-person persona sentences ("I have two dogs."), while the

@@ -50,6 +50,22 @@ CASES = [
     ("i m a nurse", "The user is a nurse."),
     ("we r getting married in may", "The user is getting married in may."),
     ("we've got two dogs", "The user has two dogs."),
+    ("i r vegan", "The user is vegan."),
+    # The clause starts at the user in "My fiancé and I are getting married".
+    ("I are getting married in September", "The user is getting married in September."),
+    # No subject: the verb opens the clause, possibly after adverbs.
+    ("already have my full G", "The user already has their full G."),
+    (
+        "have never read a note of music in my life",
+        "The user has never read a note of music in their life.",
+    ),
+    ("love my job", "The user loves their job."),
+    ("never eat pork", "The user never eats pork."),
+    ("earn 60k", "The user earns 60k."),
+    # ...but a verb-like word followed by "is" is a noun.
+    ("work is killing me", "Work is killing the user."),
+    # A chat filler closes off an answer to something else.
+    ("not much lol im the oldest of 4", "The user is the oldest of 4."),
 ]
 
 
