@@ -42,6 +42,9 @@ LATER_VERIFICATION_ROUNDS = [
      "verification_ninth_first.jsonl"),
     ("verification_eighth_round_strict", "verification_blind_9b.jsonl",
      "verification_ninth_reading_b.jsonl", "verification_ninth_first_b.jsonl"),
+    # writers AM-AP: 1,074 new cases; read by a reader that opened nothing but the guideline
+    ("verification_ninth_round", "verification_blind_10.jsonl",
+     "verification_tenth_reading.jsonl", "verification_tenth_first.jsonl"),
 ]  # fmt: skip
 LATER_RELEVANCE_ROUNDS = [
     # writers L-M: 160 of the 448 prompts added to existing profiles
