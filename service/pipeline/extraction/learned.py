@@ -86,8 +86,6 @@ _PIECE = re.compile(
     re.IGNORECASE,
 )
 MIN_PIECE_WORDS = 2
-# Chat fillers at the end of a clause carry nothing a stored fact needs ("im a roofer lol").
-_TRAILING_FILLERS = CHAT_FILLERS
 # A clause about someone else: it opens with another person's pronoun and never names the
 # user ("she hates her carrier", "he was sleeping 5-6 hr stretches").
 _OTHER_SUBJECTS = lx.words(
@@ -200,7 +198,8 @@ def _drop_fillers(content: str, start: int, end: int) -> tuple[int, int]:
             return start, end
         last = words[-1]
         bare = bare_word(last)
-        if bare and bare not in _TRAILING_FILLERS and any(ch.isalnum() for ch in last):
+        # Chat fillers at the end carry nothing a stored fact needs ("im a roofer lol").
+        if bare and bare not in CHAT_FILLERS and any(ch.isalnum() for ch in last):
             return start, end
         cut = content.rfind(last, start, end)
         start, end = _trim(content, start, cut)
