@@ -174,6 +174,15 @@ def _adverb(token: str) -> bool:
     return bare in _ADVERBS or (bare.endswith("ly") and len(bare) > 4 and bare not in _LY_VERBS)
 
 
+def _verb_at(words: list[str]) -> int:
+    """Where the verb stands after leading adverbs ("usually prefers", "no longer eats",
+    "already have"); the last word at the latest."""
+    at = 0
+    while at < len(words) - 1 and _adverb(words[at]):
+        at += 1
+    return at
+
+
 # Irregular past forms: a verb that is already past stays as it is.
 _PAST = lx.words(
     """
@@ -318,9 +327,7 @@ def _subjectless(tokens: list[str]) -> list[str] | None:
     """A clause that drops its subject and opens with the user's verb, possibly after adverbs
     ("love jazz", "already have my full G", "never eat pork"): the tokens with that verb
     conjugated, else None. A verb followed by "is" or "was" is a noun ("work is crazy")."""
-    at = 0
-    while at < len(tokens) - 1 and _adverb(tokens[at]):
-        at += 1
+    at = _verb_at(tokens)
     verb = bare_word(tokens[at])
     if verb not in _SUBJECTLESS_VERBS:
         return None
@@ -376,9 +383,7 @@ def first_person(text: str) -> str:
         words = rest.split(" ")
         # Adverbs may stand between subject and verb ("usually prefers", "always picks",
         # "sometimes works", "no longer eats"): the verb after them takes the first person.
-        at = 0
-        while at < len(words) - 1 and _adverb(words[at]):  # "no longer" is two of them
-            at += 1
+        at = _verb_at(words)  # "no longer" is two adverbs
         if at < len(words) and words[at]:
             words[at] = _base_form(words[at])
         head = "I " + " ".join(words)
