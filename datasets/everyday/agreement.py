@@ -45,6 +45,9 @@ LATER_VERIFICATION_ROUNDS = [
     # writers AM-AP: 1,074 new cases; read by a reader that opened nothing but the guideline
     ("verification_ninth_round", "verification_blind_10.jsonl",
      "verification_tenth_reading.jsonl", "verification_tenth_first.jsonl"),
+    # writers AQ-AT: 1,076 new cases; read by a reader that opened nothing but the guideline
+    ("verification_tenth_round", "verification_blind_11.jsonl",
+     "verification_eleventh_reading.jsonl", "verification_eleventh_first.jsonl"),
 ]  # fmt: skip
 LATER_RELEVANCE_ROUNDS = [
     # writers L-M: 160 of the 448 prompts added to existing profiles
