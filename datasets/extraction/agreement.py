@@ -6,6 +6,13 @@ writers' gold.
      "message_index", "quote"}]} for every sampled chat, without seeing the gold)
     .venv/bin/python datasets/extraction/agreement.py score    # writes review/agreement.json
 
+A later writing round is read the same way under its own name, sampled from its writers' chats
+in every split (built first, so that its rows are in train/val/test.jsonl):
+
+    python3 datasets/extraction/agreement.py sample --name round2 --writers W8,W9 --per-writer 10
+    (second reading in review/round2_second_reading.jsonl)
+    .venv/bin/python datasets/extraction/agreement.py score --name round2
+
 Facts are compared the way `tailor eval extraction` compares an extractor with gold: both in
 the neutral form, all-MiniLM-L6-v2 cosine >= 0.55, greedy one-to-one. Reported: the second
 reader's precision / recall / F1 against the writers (F1 is symmetric in who is "gold"),
@@ -30,18 +37,36 @@ def _rows(split: str) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
 
 
-def sample(n: int, seed: int) -> None:
-    rows = _rows("val") + _rows("test")
-    picked = random.Random(seed).sample(rows, min(n, len(rows)))
+def _file(name: str | None, base: str) -> Path:
+    """review/<base> for the first reading, review/<name>_<base> for a later round's."""
+    return REVIEW / (f"{name}_{base}" if name else base)
+
+
+def sample(n: int, seed: int, name: str | None, writers: list[str], per_writer: int) -> None:
+    rng = random.Random(seed)
+    if writers:
+        rows = _rows("train") + _rows("val") + _rows("test")
+        picked = []
+        for writer in writers:
+            own = [r for r in rows if r["id"].split("-")[0] == writer]
+            picked += rng.sample(own, min(per_writer, len(own)))
+    else:
+        rows = _rows("val") + _rows("test")
+        picked = rng.sample(rows, min(n, len(rows)))
     REVIEW.mkdir(exist_ok=True)
-    with (REVIEW / "sample.jsonl").open("w", encoding="utf-8") as out:
+    path = _file(name, "sample.jsonl")
+    with path.open("w", encoding="utf-8") as out:
         for r in picked:
-            out.write(json.dumps({"chat_id": r["id"], "conversation": r["conversation"]},
-                                 ensure_ascii=False) + "\n")
-    print(f"{len(picked)} chats -> {REVIEW / 'sample.jsonl'}")
+            out.write(
+                json.dumps(
+                    {"chat_id": r["id"], "conversation": r["conversation"]}, ensure_ascii=False
+                )
+                + "\n"
+            )
+    print(f"{len(picked)} chats -> {path}")
 
 
-def score() -> None:
+def score(name: str | None) -> None:
     sys.path.insert(0, str(HERE.parents[1]))
     import numpy as np
 
@@ -49,10 +74,10 @@ def score() -> None:
     from service.evaluation.extraction import DEFAULT_THRESHOLD, greedy_match, neutral
     from service.inference.embedder import Embedder
 
-    gold = {r["id"]: r for r in _rows("val") + _rows("test")}
+    gold = {r["id"]: r for r in _rows("train") + _rows("val") + _rows("test")}
     second = [
         json.loads(line)
-        for line in (REVIEW / "second_reading.jsonl").read_text(encoding="utf-8").splitlines()
+        for line in _file(name, "second_reading.jsonl").read_text(encoding="utf-8").splitlines()
         if line.strip()
     ]
     embedder = Embedder.load(Settings().embedder_path)
@@ -77,10 +102,16 @@ def score() -> None:
             used_g = {j for _, j in pairs}
         else:
             used_s, used_g = set(), set()
-        unmatched += [{"chat_id": r["chat_id"], "who": "second", "text": t}
-                      for i, t in enumerate(s) if i not in used_s]
-        unmatched += [{"chat_id": r["chat_id"], "who": "writer", "text": t}
-                      for j, t in enumerate(g) if j not in used_g]
+        unmatched += [
+            {"chat_id": r["chat_id"], "who": "second", "text": t}
+            for i, t in enumerate(s)
+            if i not in used_s
+        ]
+        unmatched += [
+            {"chat_id": r["chat_id"], "who": "writer", "text": t}
+            for j, t in enumerate(g)
+            if j not in used_g
+        ]
     p = matched / n_second if n_second else 0.0
     rec = matched / n_gold if n_gold else 0.0
     f1 = 2 * p * rec / (p + rec) if p + rec else 0.0
@@ -99,13 +130,18 @@ def score() -> None:
         "recall_vs_writer": round(rec, 4),
         "f1": round(f1, 4),
         "anything_to_store": {
-            "both_empty": both_empty, "both_some": both_some,
-            "only_writer": only_gold, "only_second": only_second,
-            "agreement": round(observed, 4), "kappa": round(kappa, 4),
+            "both_empty": both_empty,
+            "both_some": both_some,
+            "only_writer": only_gold,
+            "only_second": only_second,
+            "agreement": round(observed, 4),
+            "kappa": round(kappa, 4),
         },
         "unmatched": unmatched,
     }
-    (REVIEW / "agreement.json").write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    _file(name, "agreement.json").write_text(
+        json.dumps(result, indent=2, ensure_ascii=False) + "\n"
+    )
     print(json.dumps({k: v for k, v in result.items() if k != "unmatched"}, indent=2))
 
 
@@ -115,12 +151,17 @@ def main() -> None:
     s = sub.add_parser("sample")
     s.add_argument("--n", type=int, default=150)
     s.add_argument("--seed", type=int, default=11)
-    sub.add_parser("score")
+    s.add_argument("--name", help="a later round's name: review/<name>_sample.jsonl")
+    s.add_argument("--writers", default="", help="that round's writers, comma-separated")
+    s.add_argument("--per-writer", type=int, default=10)
+    sc = sub.add_parser("score")
+    sc.add_argument("--name", help="a later round's name, as given to sample")
     args = parser.parse_args()
     if args.cmd == "sample":
-        sample(args.n, args.seed)
+        writers = [w for w in args.writers.split(",") if w]
+        sample(args.n, args.seed, args.name, writers, args.per_writer)
     else:
-        score()
+        score(args.name)
 
 
 if __name__ == "__main__":
