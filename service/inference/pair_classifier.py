@@ -53,6 +53,9 @@ class ModelCard:
     num_labels: int
     # Most items a selection keeps (relevance); None when the model is not used to select.
     cap: int | None = None
+    # The graph run on CPU, derived from the shipped one: int8 weights unless the card asks
+    # for fp32 (a model whose decisions int8 moves more than its speed is worth).
+    cpu_precision: derive.Precision = "int8"
 
     @classmethod
     def read(cls, path: Path) -> ModelCard:
@@ -66,6 +69,12 @@ class ModelCard:
             if cap < 1:
                 raise ValueError(f"{path}: cap must be at least 1, not {cap}")
             card = dataclasses.replace(card, cap=cap)
+        precision = raw.get("cpu_precision", "int8")
+        if precision not in derive.PRECISIONS:
+            raise ValueError(
+                f"{path}: cpu_precision {precision!r} is not one of {list(derive.PRECISIONS)}"
+            )
+        card = dataclasses.replace(card, cpu_precision=precision)
         if card.num_labels not in (1, 2):
             raise ValueError(f"{path}: num_labels must be 1 or 2, not {card.num_labels}")
         if card.max_length < 4:
@@ -146,8 +155,9 @@ class PairClassifier:
         cache_dir: Path,
         use_io_binding: bool = False,
     ) -> PairClassifier:
-        """Load a model directory. ``cpu`` runs the int8 graph derived (and cached in
-        ``cache_dir``) from the shipped one; ``cuda`` runs the shipped fp16 graph on the GPU."""
+        """Load a model directory. ``cpu`` runs the graph derived (and cached in ``cache_dir``)
+        from the shipped one, int8 unless the card's ``cpu_precision`` says fp32; ``cuda`` runs
+        the shipped fp16 graph on the GPU."""
         model_dir = Path(model_dir)
         # Read first: a bad card should fail before seconds are spent deriving a graph.
         card = ModelCard.read(model_dir / CARD_FILE)
@@ -155,7 +165,9 @@ class PairClassifier:
             model_dir,
             provider,
             threads or available_cpus(),
-            cpu_graph=lambda: derive.cpu_graph(model_dir, Path(cache_dir)),
+            cpu_graph=lambda: derive.cpu_graph(
+                model_dir, Path(cache_dir), precision=card.cpu_precision
+            ),
         )
         return cls._build(model_dir, card, session, provider, use_io_binding)
 

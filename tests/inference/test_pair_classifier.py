@@ -173,6 +173,7 @@ def test_io_binding_path_gives_the_same_scores(
         ({"num_labels": 3}, "num_labels"),
         ({"max_length": None}, "max_length"),
         ({"task": "_delete"}, "task"),
+        ({"cpu_precision": "int4"}, "cpu_precision"),
     ],
 )
 def test_bad_model_card_is_rejected(
@@ -188,6 +189,22 @@ def test_bad_model_card_is_rejected(
     with pytest.raises(ValueError, match=message):
         PairClassifier.load(model_copy, threads=1, cache_dir=tmp_path / "cache")
     assert not (tmp_path / "cache").exists(), "a bad card must fail before deriving a graph"
+
+
+def test_card_asking_for_fp32_runs_the_unquantised_graph_on_cpu(
+    tiny: TinyModel, model_copy: Path, tmp_path: Path
+) -> None:
+    card = json.loads((model_copy / "tailor.json").read_text())
+    card["cpu_precision"] = "fp32"
+    (model_copy / "tailor.json").write_text(json.dumps(card))
+    model = PairClassifier.load(model_copy, threads=1, cache_dir=tmp_path / "cache")
+    assert model.card.cpu_precision == "fp32"
+    encoded = model.tokenize(mixed_pairs(32, seed=6, longest=16))
+    # The shipped weights are fp16, so fp16 rounding remains (0.0014 here); int8 moves the
+    # same scores by up to INT8_MAX_ABS.
+    np.testing.assert_allclose(model.run(encoded), tiny.reference(encoded), atol=1e-2)
+    cache = tmp_path / "cache"
+    assert not cache.exists() or not any(p.name.endswith(".int8.onnx") for p in cache.iterdir())
 
 
 def test_label_count_must_match_the_graph(model_copy: Path, tmp_path: Path) -> None:
@@ -226,6 +243,7 @@ def test_model_card_ignores_unknown_keys(tmp_path: Path) -> None:
         )
     )
     assert ModelCard.read(path) == ModelCard("reward", 512, 0.7, 2)
+    assert ModelCard.read(path).cpu_precision == "int8"
 
 
 def test_encoded_reports_padded_tokens(fp32: PairClassifier) -> None:
