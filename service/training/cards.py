@@ -88,6 +88,7 @@ def _mb(n: int) -> str:
 
 def write_card(task: str, out: Path, metrics: dict[str, Any], meta: dict[str, Any]) -> None:
     export = metrics["export"]
+    served = "fp32" if meta.get("cpu_precision") == "fp32" else "int8"
     lines = [
         f"# Tailor {task} model",
         "",
@@ -96,8 +97,13 @@ def write_card(task: str, out: Path, metrics: dict[str, Any], meta: dict[str, An
         "## Files",
         "",
         f"- `model.fp16.onnx` ({_mb(export['fp16_bytes'])}): the only graph shipped; used as is "
-        "on CUDA. On CPU the service derives an int8 dynamic-quantized graph from it on first "
-        f"start ({_mb(export['int8_bytes'])}) and caches it under `TAILOR_DATA_DIR`.",
+        + (
+            "on CUDA. On CPU the service derives an fp32 graph from it on first start "
+            '(`"cpu_precision": "fp32"` in `tailor.json`) and caches it under `TAILOR_DATA_DIR`.'
+            if meta.get("cpu_precision") == "fp32"
+            else "on CUDA. On CPU the service derives an int8 dynamic-quantized graph from it on "
+            f"first start ({_mb(export['int8_bytes'])}) and caches it under `TAILOR_DATA_DIR`."
+        ),
         "- `tokenizer.json`: the base model's tokenizer. `tailor.json`: task, max length, "
         "threshold. `metrics.json`: every figure below, machine-readable.",
         "",
@@ -135,7 +141,7 @@ def write_card(task: str, out: Path, metrics: dict[str, Any], meta: dict[str, An
         "",
         *(
             [
-                "`test`: the test sets scored through the served int8 graph with the decision "
+                f"`test`: the test sets scored through the served {served} graph with the decision "
                 "settings above (`tailor eval <task> --data FILE --json`), added after training; "
                 "they were used for neither training nor the threshold.",
                 "",

@@ -196,9 +196,10 @@ def train_verifier(
         "extraction_validation": extraction_validation,
         "hard_negatives_test": hard,
     }
-    return _finish(
-        "verifier", encoder, out, probe, config, {"threshold": threshold}, metrics, cache_dir
-    )
+    # Served from an fp32 CPU graph: int8 weights cost the verifier 0.009 validation F1 for
+    # about 25 ms of the extraction job's p95 (docs/verifier-experiments.md).
+    meta = {"threshold": threshold, "cpu_precision": "fp32"}
+    return _finish("verifier", encoder, out, probe, config, meta, metrics, cache_dir)
 
 
 def _writer(case_id: str | None) -> str:
