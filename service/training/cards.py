@@ -100,7 +100,7 @@ def write_card(task: str, out: Path, metrics: dict[str, Any], meta: dict[str, An
         + (
             "on CUDA. On CPU the service derives an fp32 graph from it on first start "
             '(`"cpu_precision": "fp32"` in `tailor.json`) and caches it under `TAILOR_DATA_DIR`.'
-            if meta.get("cpu_precision") == "fp32"
+            if served == "fp32"
             else "on CUDA. On CPU the service derives an int8 dynamic-quantized graph from it on "
             f"first start ({_mb(export['int8_bytes'])}) and caches it under `TAILOR_DATA_DIR`."
         ),
