@@ -18,9 +18,9 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 
@@ -37,6 +37,15 @@ FP16_GRAPH = "model.fp16.onnx"
 
 Precision = Literal["int8", "fp32"]
 PRECISIONS: tuple[Precision, ...] = ("int8", "fp32")
+
+
+def card_precision(path: Path, raw: Mapping[str, Any], default: Precision) -> Precision:
+    """A model card's ``cpu_precision`` (``default`` when absent), refused unless known."""
+    precision = raw.get("cpu_precision", default)
+    if precision not in PRECISIONS:
+        raise ValueError(f"{path}: cpu_precision {precision!r} is not one of {list(PRECISIONS)}")
+    return cast(Precision, precision)
+
 
 # Chosen by measurement against the fp32 graph, over per_channel x reduce_range x op types, on
 # the shipped verifier (5,423 windows of its validation and hard-negative sets) and on

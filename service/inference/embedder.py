@@ -118,11 +118,7 @@ class EmbedderCard:
                 values[key] = convert(raw[key])
             except (TypeError, ValueError) as exc:
                 raise ValueError(f"{path}: {key} is invalid ({exc})") from exc
-        precision = raw.get("cpu_precision", "fp32")
-        if precision not in derive.PRECISIONS:
-            raise ValueError(
-                f"{path}: cpu_precision {precision!r} is not one of {list(derive.PRECISIONS)}"
-            )
+        precision = derive.card_precision(path, raw, "fp32")
         base = raw.get("base_model")
         card = cls(
             **values, cpu_precision=precision, base_model=None if base is None else str(base)

@@ -69,11 +69,7 @@ class ModelCard:
             if cap < 1:
                 raise ValueError(f"{path}: cap must be at least 1, not {cap}")
             card = dataclasses.replace(card, cap=cap)
-        precision = raw.get("cpu_precision", "int8")
-        if precision not in derive.PRECISIONS:
-            raise ValueError(
-                f"{path}: cpu_precision {precision!r} is not one of {list(derive.PRECISIONS)}"
-            )
+        precision = derive.card_precision(path, raw, "int8")
         card = dataclasses.replace(card, cpu_precision=precision)
         if card.num_labels not in (1, 2):
             raise ValueError(f"{path}: num_labels must be 1 or 2, not {card.num_labels}")
