@@ -48,6 +48,10 @@ LATER_VERIFICATION_ROUNDS = [
     # writers AQ-AT: 1,076 new cases; read by a reader that opened nothing but the guideline
     ("verification_tenth_round", "verification_blind_11.jsonl",
      "verification_eleventh_reading.jsonl", "verification_eleventh_first.jsonl"),
+    # writers AU-AX (the other speaker's own facts): 1,107 new cases; read by a reader that
+    # opened nothing but the guideline
+    ("verification_eleventh_round", "verification_blind_12.jsonl",
+     "verification_twelfth_reading.jsonl", "verification_twelfth_first.jsonl"),
 ]  # fmt: skip
 LATER_RELEVANCE_ROUNDS = [
     # writers L-M: 160 of the 448 prompts added to existing profiles
