@@ -88,7 +88,12 @@ def _mb(n: int) -> str:
 
 def write_card(task: str, out: Path, metrics: dict[str, Any], meta: dict[str, Any]) -> None:
     export = metrics["export"]
-    served = "fp32" if meta.get("cpu_precision") == "fp32" else "int8"
+    served = meta.get("cpu_precision", "int8")
+    graph = (
+        'an fp32 graph (`"cpu_precision": "fp32"` in `tailor.json`)'
+        if served == "fp32"
+        else f"an int8 dynamic-quantized graph ({_mb(export['int8_bytes'])})"
+    )
     lines = [
         f"# Tailor {task} model",
         "",
@@ -97,15 +102,11 @@ def write_card(task: str, out: Path, metrics: dict[str, Any], meta: dict[str, An
         "## Files",
         "",
         f"- `model.fp16.onnx` ({_mb(export['fp16_bytes'])}): the only graph shipped; used as is "
-        + (
-            "on CUDA. On CPU the service derives an fp32 graph from it on first start "
-            '(`"cpu_precision": "fp32"` in `tailor.json`) and caches it under `TAILOR_DATA_DIR`.'
-            if served == "fp32"
-            else "on CUDA. On CPU the service derives an int8 dynamic-quantized graph from it on "
-            f"first start ({_mb(export['int8_bytes'])}) and caches it under `TAILOR_DATA_DIR`."
-        ),
+        f"on CUDA. On CPU the service derives {graph} from it on first start and caches it "
+        "under `TAILOR_DATA_DIR`.",
         "- `tokenizer.json`: the base model's tokenizer. `tailor.json`: task, max length, "
-        "threshold. `metrics.json`: every figure below, machine-readable.",
+        + ("threshold, CPU precision." if "cpu_precision" in meta else "threshold.")
+        + " `metrics.json`: every figure below, machine-readable.",
         "",
         "## Base model",
         "",
